@@ -1,0 +1,63 @@
+// Package data stores object bytes as immutable chunks and describes a
+// version's bytes with a Manifest (the ordered chunk list). Chunks never
+// change once written, so versions share them freely: copies, renames and
+// metadata-only changes copy no bytes.
+package data
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// A ChunkID names a chunk: 16 random bytes.
+type ChunkID [16]byte
+
+// NewChunkID returns a fresh random id.
+func NewChunkID() ChunkID {
+	var id ChunkID
+	if _, err := rand.Read(id[:]); err != nil {
+		panic(fmt.Sprintf("data: reading random bytes: %v", err))
+	}
+	return id
+}
+
+func (id ChunkID) String() string { return hex.EncodeToString(id[:]) }
+
+// ParseChunkID parses the 32-character hex form.
+func ParseChunkID(s string) (ChunkID, error) {
+	var id ChunkID
+	if len(s) != 32 {
+		return id, fmt.Errorf("chunk id %q: %w", s, ErrCorrupt)
+	}
+	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
+		return id, fmt.Errorf("chunk id %q: %w", s, ErrCorrupt)
+	}
+	return id, nil
+}
+
+var (
+	// ErrNoSuchChunk means a manifest names a chunk the store does not hold.
+	ErrNoSuchChunk = errors.New("no such chunk")
+	// ErrCorrupt means stored bytes or a manifest failed validation.
+	ErrCorrupt = errors.New("corrupt data")
+)
+
+// Store holds chunks. Implementations must be safe for concurrent use.
+type Store interface {
+	// Put stores b under id. When Put returns nil the chunk is durable:
+	// it survives a crash, so a version row may now name it.
+	Put(ctx context.Context, id ChunkID, b []byte) error
+	// ReadAt reads len(p) bytes of chunk id starting at off, like
+	// io.ReaderAt; ErrNoSuchChunk if the chunk is missing.
+	ReadAt(ctx context.Context, id ChunkID, p []byte, off int64) (int, error)
+	// Delete removes a chunk; deleting a missing chunk is not an error.
+	Delete(ctx context.Context, id ChunkID) error
+	// Walk calls fn for every stored chunk, in no particular order (for
+	// the collector and fsck).
+	Walk(ctx context.Context, fn func(id ChunkID, size int64, modified time.Time) error) error
+	Close() error
+}

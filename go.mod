@@ -1,0 +1,9 @@
+module github.com/stratafs/stratafs
+
+go 1.26
+
+require (
+	go.etcd.io/bbolt v1.5.0 // indirect
+	golang.org/x/sys v0.45.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)

@@ -1,0 +1,21 @@
+package meta
+
+import "errors"
+
+// Sentinel errors of the meta contract. Backends wrap them with context;
+// front ends map them to S3 error codes and errno values at their edges.
+var (
+	ErrNoSuchBucket      = errors.New("no such bucket")
+	ErrBucketExists      = errors.New("bucket already exists")
+	ErrBucketNotEmpty    = errors.New("bucket not empty")
+	ErrInvalidBucketName = errors.New("invalid bucket name")
+	ErrNoSuchKey         = errors.New("no such key")
+	ErrNoSuchVersion     = errors.New("no such version")
+	ErrInvalidKey        = errors.New("invalid key")
+	ErrInvalidVersionID  = errors.New("invalid version id")
+	ErrInvalidArgument   = errors.New("invalid argument")
+	ErrInvalidVersioning = errors.New("invalid versioning state change")
+	ErrCorrupt           = errors.New("corrupt metadata")
+	ErrConflict          = errors.New("transaction conflict")
+	ErrUnavailable       = errors.New("meta store unavailable")
+)

@@ -1,0 +1,78 @@
+package meta
+
+import (
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxKeyLen is S3's limit on a key's length in bytes.
+const MaxKeyLen = 1024
+
+// A Version is one immutable row of a key's history: an object's bytes and
+// metadata as one PUT left them, or a delete marker (tombstone). Rows are
+// written once and never updated; whether a row is the latest is derived
+// from its position (the first row of its key), never stored.
+type Version struct {
+	Key          string
+	ID           VersionID
+	Null         bool // the S3 "null" version of unversioned and suspended buckets
+	DeleteMarker bool
+
+	Size         int64
+	ETag         string // unquoted: hex MD5, or "hex-N" for multipart
+	Content      Content
+	UserMeta     map[string]string // x-amz-meta-* with the prefix removed, names lowercased
+	POSIX        *POSIX            // nil when the object carries no POSIX attributes
+	StorageClass string            // "" means STANDARD
+	Checksums    map[string]string // algorithm ("CRC32", "SHA256", ...) → base64 value
+	Owner        string            // access key id of the writer; "" for the root
+
+	// Manifest is the encoded chunk list (package data). It is opaque here:
+	// meta stores and returns it and never looks inside.
+	Manifest []byte
+}
+
+// Content holds the standard content headers S3 stores with an object.
+type Content struct {
+	Type         string
+	Encoding     string
+	Disposition  string
+	Language     string
+	CacheControl string
+	Expires      string
+}
+
+// POSIX holds the attributes a mount gives a file. Mode includes the file
+// type bits (regular, directory, symlink) as in syscall.Stat_t.
+type POSIX struct {
+	Mode    uint32
+	UID     uint32
+	GID     uint32
+	Mtime   time.Time
+	Symlink string // the target, for a symlink
+}
+
+// LastModified is the instant the version was written, taken from its id.
+func (v *Version) LastModified() time.Time { return v.ID.Time() }
+
+// WireID is the version id as S3 shows it: "null" for the null version.
+func (v *Version) WireID() string {
+	if v.Null {
+		return NullVersion
+	}
+	return v.ID.String()
+}
+
+// ValidKey applies S3's key rules: 1 to 1024 bytes of valid UTF-8.
+func ValidKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("empty key: %w", ErrInvalidKey)
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("key of %d bytes exceeds %d: %w", len(key), MaxKeyLen, ErrInvalidKey)
+	case !utf8.ValidString(key):
+		return fmt.Errorf("key %q is not valid UTF-8: %w", key, ErrInvalidKey)
+	}
+	return nil
+}
