@@ -1,0 +1,119 @@
+package object
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/stratafs/stratafs/meta"
+)
+
+// CopyOptions describe a copy.
+type CopyOptions struct {
+	// SrcVersionID selects the source version; "" is the latest.
+	SrcVersionID string
+	// Replace, when set, gives the copy these attributes instead of the
+	// source's (S3's metadata directive REPLACE; a chmod in the mount).
+	Replace *Attrs
+	// Owner is recorded on the copy when Replace is nil.
+	Owner string
+	// CheckSource vets the source row (copy-source conditionals).
+	CheckSource func(src *meta.Version) error
+	// Check vets the destination's head atomically, as in PutOptions.
+	Check func(head *meta.Version) error
+}
+
+// Copy writes a new version of dstKey that shares the source version's
+// chunks: no bytes are copied, whatever the size. A delete-marker source
+// fails as Head does.
+func (s *Service) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey string, o CopyOptions) (*meta.Version, error) {
+	v, err := s.copyRow(ctx, srcBucket, srcKey, dstBucket, dstKey, o)
+	if err != nil {
+		return nil, fmt.Errorf("copy %s/%s to %s/%s: %w", srcBucket, srcKey, dstBucket, dstKey, err)
+	}
+	return v, nil
+}
+
+func (s *Service) copyRow(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey string, o CopyOptions) (*meta.Version, error) {
+	src, err := s.Head(ctx, srcBucket, srcKey, o.SrcVersionID)
+	if err != nil {
+		return nil, err
+	}
+	if o.CheckSource != nil {
+		if err := o.CheckSource(src); err != nil {
+			return nil, err
+		}
+	}
+	b, err := s.target(ctx, dstBucket, dstKey)
+	if err != nil {
+		return nil, err
+	}
+	v := share(src, dstKey, o)
+	if err := s.commit(ctx, b, v, o.Check); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// share builds a new row for key carrying src's bytes.
+func share(src *meta.Version, key string, o CopyOptions) *meta.Version {
+	v := &meta.Version{
+		Key:      key,
+		Size:     src.Size,
+		ETag:     src.ETag,
+		Manifest: src.Manifest,
+	}
+	if o.Replace != nil {
+		o.Replace.apply(v)
+		return v
+	}
+	Attrs{
+		Content:      src.Content,
+		UserMeta:     src.UserMeta,
+		POSIX:        src.POSIX,
+		StorageClass: src.StorageClass,
+		Checksums:    src.Checksums,
+		Owner:        o.Owner,
+	}.apply(v)
+	return v
+}
+
+// Rename moves the latest version of src to dst within a bucket without
+// copying bytes: a new version of dst sharing src's chunks and the DELETE
+// of src, in one commit (atomic on backends with multi-key transactions).
+// dst's previous content becomes an old version (versioned bucket) or is
+// replaced, exactly as a PUT would.
+func (s *Service) Rename(ctx context.Context, bucket, src, dst, owner string) (*meta.Version, error) {
+	v, err := s.rename(ctx, bucket, src, dst, owner)
+	if err != nil {
+		return nil, fmt.Errorf("rename %s/%s to %s: %w", bucket, src, dst, err)
+	}
+	return v, nil
+}
+
+func (s *Service) rename(ctx context.Context, bucket, src, dst, owner string) (*meta.Version, error) {
+	if src == dst {
+		return nil, fmt.Errorf("source and destination are the same key: %w", meta.ErrInvalidArgument)
+	}
+	b, err := s.target(ctx, bucket, dst)
+	if err != nil {
+		return nil, err
+	}
+	head, err := s.Head(ctx, bucket, src, "")
+	if err != nil {
+		return nil, err
+	}
+	v := share(head, dst, CopyOptions{Owner: owner})
+	del, _ := meta.DeleteMutation(b, src, owner, s.now())
+	// The source must still be the version we copied when we commit;
+	// otherwise a write that raced in would be deleted unseen.
+	del.Check = func(cur *meta.Version) error {
+		if cur == nil || cur.ID != head.ID {
+			return fmt.Errorf("%s changed during rename: %w", src, meta.ErrConflict)
+		}
+		return nil
+	}
+	if err := s.commit(ctx, b, v, nil, del); err != nil {
+		return nil, err
+	}
+	return v, nil
+}

@@ -1,0 +1,326 @@
+// Package object is the one core of stratafs: every front end (the S3
+// endpoint, the FUSE mount, the CLI) reads and writes versions only through
+// it, so both paths show the same latest-version and tombstone semantics.
+// It is the only code that writes version rows. Object bytes go to the
+// chunk store first and are durable before the row that names them
+// commits, so a crash can leave unreferenced chunks but never a row that
+// points at nothing.
+package object
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/stratafs/stratafs/data"
+	"github.com/stratafs/stratafs/meta"
+)
+
+// Options tune a Service. The zero value is ready for production use.
+type Options struct {
+	// Now is the clock version ids are stamped with; time.Now by default.
+	// Tests of retention and time travel pass a controllable one.
+	Now func() time.Time
+	// ChunkSize and InlineMax are passed to data.Write (its defaults when 0).
+	ChunkSize int
+	InlineMax int
+}
+
+// Service is the core. It is safe for concurrent use.
+type Service struct {
+	meta meta.Store
+	data data.Store
+	opts Options
+}
+
+// New returns a Service over a meta store and a chunk store. It takes
+// ownership of neither: the caller closes them.
+func New(m meta.Store, d data.Store, o Options) *Service {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Service{meta: m, data: d, opts: o}
+}
+
+// Meta returns the meta store, for admin tools (gc, fsck) that walk it.
+func (s *Service) Meta() meta.Store { return s.meta }
+
+func (s *Service) now() time.Time { return s.opts.Now().UTC() }
+
+// CreateBucket creates an unversioned bucket owned by owner.
+func (s *Service) CreateBucket(ctx context.Context, name, owner string) (meta.Bucket, error) {
+	b, err := meta.NewBucket(name, owner, s.now())
+	if err != nil {
+		return meta.Bucket{}, err
+	}
+	if err := s.meta.CreateBucket(ctx, b); err != nil {
+		return meta.Bucket{}, fmt.Errorf("create bucket %s: %w", name, err)
+	}
+	return b, nil
+}
+
+// Bucket returns the named bucket or meta.ErrNoSuchBucket.
+func (s *Service) Bucket(ctx context.Context, name string) (meta.Bucket, error) {
+	return s.meta.Bucket(ctx, name)
+}
+
+// Buckets returns every bucket, ordered by name.
+func (s *Service) Buckets(ctx context.Context) ([]meta.Bucket, error) {
+	return s.meta.Buckets(ctx)
+}
+
+// DeleteBucket removes an empty bucket: no versions, no delete markers.
+func (s *Service) DeleteBucket(ctx context.Context, name string) error {
+	return s.meta.DeleteBucket(ctx, name)
+}
+
+// SetVersioning moves a bucket to state v. A bucket that was ever
+// versioned cannot become unversioned again (meta.ErrInvalidVersioning).
+func (s *Service) SetVersioning(ctx context.Context, name string, v meta.Versioning) (meta.Bucket, error) {
+	return s.meta.UpdateBucket(ctx, name, func(b *meta.Bucket) error {
+		if !b.Versioning.CanChange(v) {
+			return fmt.Errorf("bucket %s: %s → %s: %w", name, b.Versioning, v, meta.ErrInvalidVersioning)
+		}
+		b.Versioning = v
+		return nil
+	})
+}
+
+// Attrs are the metadata a writer gives a new version.
+type Attrs struct {
+	Content      meta.Content
+	UserMeta     map[string]string
+	POSIX        *meta.POSIX
+	StorageClass string
+	Checksums    map[string]string
+	Owner        string
+}
+
+func (a Attrs) apply(v *meta.Version) {
+	v.Content, v.UserMeta, v.POSIX = a.Content, a.UserMeta, a.POSIX
+	v.StorageClass, v.Checksums, v.Owner = a.StorageClass, a.Checksums, a.Owner
+}
+
+// PutOptions describe a PUT.
+type PutOptions struct {
+	Attrs
+	// Size is the declared body length; a body of another length fails
+	// with meta.ErrIncompleteBody. Negative means unknown.
+	Size int64
+	// MD5, when set, must equal the body's MD5 (Content-MD5), else
+	// meta.ErrBadDigest.
+	MD5 []byte
+	// Check runs atomically against the key's current head before the row
+	// commits (conditional PUT); its error aborts the PUT.
+	Check func(head *meta.Version) error
+}
+
+// Put streams r into chunks and commits one new version of key: one meta
+// store commit, whatever the bucket's versioning state (DESIGN.md's table
+// says which rows it replaces). Nothing is visible until the commit.
+func (s *Service) Put(ctx context.Context, bucket, key string, r io.Reader, o PutOptions) (*meta.Version, error) {
+	b, err := s.target(ctx, bucket, key)
+	if err != nil {
+		return nil, err
+	}
+	w, err := data.Write(ctx, s.data, r, data.WriteOptions{ChunkSize: s.opts.ChunkSize, InlineMax: s.opts.InlineMax})
+	if err != nil {
+		return nil, fmt.Errorf("put %s/%s: %w", bucket, key, err)
+	}
+	v, err := s.commitWritten(ctx, b, key, w, o)
+	if err != nil {
+		s.discard(w.Manifest)
+		return nil, fmt.Errorf("put %s/%s: %w", bucket, key, err)
+	}
+	return v, nil
+}
+
+// commitWritten checks the written body against what the writer declared
+// and commits its row.
+func (s *Service) commitWritten(ctx context.Context, b meta.Bucket, key string, w *data.WriteResult, o PutOptions) (*meta.Version, error) {
+	if o.Size >= 0 && w.Size != o.Size {
+		return nil, fmt.Errorf("got %d bytes, declared %d: %w", w.Size, o.Size, meta.ErrIncompleteBody)
+	}
+	if o.MD5 != nil && string(o.MD5) != string(w.MD5[:]) {
+		return nil, meta.ErrBadDigest
+	}
+	man, err := data.EncodeManifest(w.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	v := &meta.Version{Key: key, Size: w.Size, ETag: fmt.Sprintf("%x", w.MD5), Manifest: man}
+	o.apply(v)
+	if err := s.commit(ctx, b, v, o.Check); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// commit stamps v with a fresh id and writes it per the semantics table.
+func (s *Service) commit(ctx context.Context, b meta.Bucket, v *meta.Version, check func(*meta.Version) error, also ...meta.Mutation) error {
+	v.ID = meta.NewVersionID(s.now())
+	m := meta.PutMutation(b, v)
+	m.Check = check
+	return s.meta.Commit(ctx, b, append([]meta.Mutation{m}, also...)...)
+}
+
+// discard deletes the chunks of a body whose row never committed. A
+// failure here only leaves garbage for the collector.
+func (s *Service) discard(m *data.Manifest) {
+	for _, id := range m.ChunkIDs() {
+		_ = s.data.Delete(context.Background(), id)
+	}
+}
+
+// target resolves the bucket a write goes to and validates the key.
+func (s *Service) target(ctx context.Context, bucket, key string) (meta.Bucket, error) {
+	if err := meta.ValidKey(key); err != nil {
+		return meta.Bucket{}, err
+	}
+	return s.meta.Bucket(ctx, bucket)
+}
+
+// Head returns the row a GET would serve. versionID "" means the latest.
+// When the latest row is a delete marker the marker is returned with
+// meta.ErrNoSuchKey; when versionID names a delete marker it is returned
+// with meta.ErrDeleteMarker. Front ends show the marker's id either way.
+func (s *Service) Head(ctx context.Context, bucket, key, versionID string) (*meta.Version, error) {
+	b, err := s.meta.Bucket(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
+	if versionID == "" {
+		v, err := meta.Latest(ctx, s.meta, b, key)
+		switch {
+		case err != nil:
+			return nil, err
+		case v.DeleteMarker:
+			return v, fmt.Errorf("%s/%s: %w", bucket, key, meta.ErrNoSuchKey)
+		}
+		return v, nil
+	}
+	v, err := meta.Lookup(ctx, s.meta, b, key, versionID)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%s/%s?versionId=%s: %w", bucket, key, versionID, err)
+	case v.DeleteMarker:
+		return v, fmt.Errorf("%s/%s?versionId=%s: %w", bucket, key, versionID, meta.ErrDeleteMarker)
+	}
+	return v, nil
+}
+
+// Object is a version opened for reading.
+type Object struct {
+	*meta.Version
+	// Body streams the requested range; the caller closes it.
+	Body io.ReadCloser
+	// Offset and Length locate the range served within the version.
+	Offset, Length int64
+}
+
+// Get opens a version for reading: the latest, or versionID. off and n
+// select a byte range (n < 0: to the end); errors are as for Head, and
+// meta.ErrInvalidRange for a range outside the object.
+func (s *Service) Get(ctx context.Context, bucket, key, versionID string, off, n int64) (*Object, error) {
+	v, err := s.Head(ctx, bucket, key, versionID)
+	if err != nil {
+		return nil, err
+	}
+	body, n, err := s.Open(ctx, v, off, n)
+	if err != nil {
+		return nil, fmt.Errorf("get %s/%s: %w", bucket, key, err)
+	}
+	return &Object{Version: v, Body: body, Offset: off, Length: n}, nil
+}
+
+// Open streams bytes [off, off+n) of version v (n < 0: to the end) and
+// returns the length served. A handle that opened v keeps reading v
+// whatever is written later: chunks never change.
+func (s *Service) Open(ctx context.Context, v *meta.Version, off, n int64) (io.ReadCloser, int64, error) {
+	if n < 0 {
+		n = v.Size - off
+	}
+	if off < 0 || n < 0 || off+n > v.Size {
+		return nil, 0, fmt.Errorf("bytes %d+%d of %d: %w", off, n, v.Size, meta.ErrInvalidRange)
+	}
+	m, err := data.DecodeManifest(v.Manifest)
+	if err != nil {
+		return nil, 0, fmt.Errorf("version %s: %w", v.WireID(), err)
+	}
+	return data.NewReader(ctx, s.data, m, off, n), n, nil
+}
+
+// DeleteResult says what a DELETE did, as S3 reports it.
+type DeleteResult struct {
+	// VersionID is the marker written, or the version removed; "" when an
+	// unversioned bucket's object was removed.
+	VersionID string
+	// DeleteMarker is set when a marker was written, or the version
+	// removed was a marker.
+	DeleteMarker bool
+}
+
+// DeleteOptions describe a DELETE.
+type DeleteOptions struct {
+	// VersionID, when set ("null" allowed), removes that row permanently.
+	VersionID string
+	// Owner is recorded on a delete marker.
+	Owner string
+}
+
+// Delete without a version id hides the key per the semantics table (a
+// delete marker, or removal of the null row); with one it removes that row
+// permanently and the next row becomes the latest.
+func (s *Service) Delete(ctx context.Context, bucket, key string, o DeleteOptions) (DeleteResult, error) {
+	b, err := s.target(ctx, bucket, key)
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	versionID := o.VersionID
+	if versionID == "" {
+		m, marker := meta.DeleteMutation(b, key, o.Owner, s.now())
+		if err := s.meta.Commit(ctx, b, m); err != nil {
+			return DeleteResult{}, fmt.Errorf("delete %s/%s: %w", bucket, key, err)
+		}
+		if marker == nil {
+			return DeleteResult{}, nil
+		}
+		return DeleteResult{VersionID: marker.WireID(), DeleteMarker: true}, nil
+	}
+	v, err := meta.Lookup(ctx, s.meta, b, key, versionID)
+	if err != nil {
+		return DeleteResult{}, fmt.Errorf("delete %s/%s?versionId=%s: %w", bucket, key, versionID, err)
+	}
+	if err := s.meta.Commit(ctx, b, meta.Mutation{Key: key, Delete: v.ID}); err != nil {
+		return DeleteResult{}, fmt.Errorf("delete %s/%s?versionId=%s: %w", bucket, key, versionID, err)
+	}
+	return DeleteResult{VersionID: v.WireID(), DeleteMarker: v.DeleteMarker}, nil
+}
+
+// List returns a page of the bucket's live keys (ListObjects).
+func (s *Service) List(ctx context.Context, bucket string, o meta.ListOptions) (*meta.ListResult, error) {
+	b, err := s.meta.Bucket(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
+	return meta.List(ctx, s.meta, b, o)
+}
+
+// ListAsOf returns a page of the bucket as it was at instant at.
+func (s *Service) ListAsOf(ctx context.Context, bucket string, at time.Time, o meta.ListOptions) (*meta.ListResult, error) {
+	b, err := s.meta.Bucket(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
+	return meta.ListAsOf(ctx, s.meta, b, at, o)
+}
+
+// ListVersions returns a page of every row (ListObjectVersions).
+func (s *Service) ListVersions(ctx context.Context, bucket string, o meta.VersionListOptions) (*meta.VersionListResult, error) {
+	b, err := s.meta.Bucket(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
+	return meta.ListVersions(ctx, s.meta, b, o)
+}
