@@ -84,7 +84,8 @@ var idClock struct {
 
 // NewVersionID issues a fresh id stamped with now (the caller's clock, so
 // tests can control time). Ids issued by one process never share a
-// timestamp: a stalled or stepped-back clock yields last+1ns.
+// timestamp: a stalled or stepped-back clock yields last+1ns, so a fake
+// clock handed to the core must not run behind times already used.
 func NewVersionID(t time.Time) VersionID {
 	idClock.Lock()
 	now := t.UnixNano()

@@ -1,0 +1,47 @@
+# stratafs — see README.md. Every target works on a fresh machine once Go
+# is installed; .ci/run installs the rest.
+
+GO        ?= go
+BIN       := bin/stratafs
+DATA_DIR  ?= ./stratafs-data
+PKGS      := ./...
+# Each fuzz target gets this long in `make fuzz`.
+FUZZTIME  ?= 10s
+
+.PHONY: build run test bench fuzz proto lint clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/stratafs
+
+# Until the S3 endpoint lands, `make run` exercises the embedded default
+# end to end through the CLI (see README "Quick start").
+run: build
+	./scripts/demo.sh $(BIN) $(DATA_DIR)
+
+test:
+	$(GO) test -race -timeout 20m $(PKGS)
+
+bench:
+	$(GO) run ./bench
+
+# A short pass of every fuzz target (go test allows one -fuzz target per run).
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$t"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+proto:
+	PATH="$$PATH:$$($(GO) env GOPATH)/bin" protoc --go_out=. --go_opt=paths=source_relative \
+	  meta/metapb/meta.proto data/manifest.proto
+
+lint:
+	$(GO) vet $(PKGS)
+	@if command -v staticcheck >/dev/null 2>&1 || [ -x "$$($(GO) env GOPATH)/bin/staticcheck" ]; then \
+	  PATH="$$PATH:$$($(GO) env GOPATH)/bin" staticcheck $(PKGS); \
+	else echo "staticcheck not installed: go install honnef.co/go/tools/cmd/staticcheck@latest"; fi
+
+clean:
+	rm -rf bin
