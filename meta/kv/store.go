@@ -1,0 +1,404 @@
+package kv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/stratafs/stratafs/meta"
+)
+
+// Store implements meta.Store over an Engine.
+type Store struct{ e Engine }
+
+var _ meta.Store = (*Store)(nil)
+
+// New returns a Store keeping its records in e; closing the Store closes e.
+func New(e Engine) *Store { return &Store{e: e} }
+
+// CreateBucket inserts b unless a bucket of that name exists.
+func (s *Store) CreateBucket(ctx context.Context, b meta.Bucket) error {
+	if err := meta.ValidBucketName(b.Name); err != nil {
+		return fmt.Errorf("create bucket: %w", err)
+	}
+	data, err := meta.MarshalBucket(b)
+	if err != nil {
+		return fmt.Errorf("create bucket: %w", err)
+	}
+	k := bucketKey(b.Name)
+	err = s.e.Update(ctx, func(tx Txn) error {
+		old, err := tx.Get(k)
+		if err != nil {
+			return err
+		}
+		if old != nil {
+			return meta.ErrBucketExists
+		}
+		return tx.Set(k, data)
+	})
+	if err != nil {
+		return fmt.Errorf("create bucket %s: %w", b.Name, err)
+	}
+	return nil
+}
+
+// Bucket returns the named bucket.
+func (s *Store) Bucket(ctx context.Context, name string) (meta.Bucket, error) {
+	var b meta.Bucket
+	err := s.e.View(ctx, func(tx Txn) (err error) {
+		b, err = getBucket(tx, name)
+		return err
+	})
+	if err != nil {
+		return meta.Bucket{}, fmt.Errorf("bucket %s: %w", name, err)
+	}
+	return b, nil
+}
+
+// Buckets returns every bucket, ordered by name.
+func (s *Store) Buckets(ctx context.Context) ([]meta.Bucket, error) {
+	var bs []meta.Bucket
+	start := []byte{spaceBucket}
+	err := s.e.View(ctx, func(tx Txn) error {
+		bs = bs[:0]
+		var derr error
+		err := tx.Scan(start, successor(start), func(k, v []byte) bool {
+			var b meta.Bucket
+			if b, derr = unmarshalBucket(k, v); derr != nil {
+				return false
+			}
+			bs = append(bs, b)
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		return derr
+	})
+	if err != nil {
+		return nil, fmt.Errorf("buckets: %w", err)
+	}
+	return bs, nil
+}
+
+// UpdateBucket applies fn to the named bucket in one transaction.
+func (s *Store) UpdateBucket(ctx context.Context, name string, fn func(*meta.Bucket) error) (meta.Bucket, error) {
+	var b meta.Bucket
+	err := s.e.Update(ctx, func(tx Txn) error {
+		old, err := getBucket(tx, name)
+		if err != nil {
+			return err
+		}
+		b = old
+		if err := fn(&b); err != nil {
+			return err
+		}
+		if b.Name != old.Name || b.ID != old.ID {
+			return fmt.Errorf("update must not change the name or id: %w", meta.ErrInvalidArgument)
+		}
+		data, err := meta.MarshalBucket(b)
+		if err != nil {
+			return err
+		}
+		return tx.Set(bucketKey(name), data)
+	})
+	if err != nil {
+		return meta.Bucket{}, fmt.Errorf("update bucket %s: %w", name, err)
+	}
+	return b, nil
+}
+
+// DeleteBucket removes the named bucket if it has no rows.
+func (s *Store) DeleteBucket(ctx context.Context, name string) error {
+	err := s.e.Update(ctx, func(tx Txn) error {
+		b, err := getBucket(tx, name)
+		if err != nil {
+			return err
+		}
+		start, end := prefixRange(spaceVersion, b.ID, "")
+		empty := true
+		if err := tx.Scan(start, end, func(_, _ []byte) bool {
+			empty = false
+			return false
+		}); err != nil {
+			return err
+		}
+		if !empty {
+			return meta.ErrBucketNotEmpty
+		}
+		return tx.Delete(bucketKey(name))
+	})
+	if err != nil {
+		return fmt.Errorf("delete bucket %s: %w", name, err)
+	}
+	return nil
+}
+
+// getBucket reads the named bucket record.
+func getBucket(tx Txn, name string) (meta.Bucket, error) {
+	k := bucketKey(name)
+	v, err := tx.Get(k)
+	if err != nil {
+		return meta.Bucket{}, err
+	}
+	if v == nil {
+		return meta.Bucket{}, meta.ErrNoSuchBucket
+	}
+	return unmarshalBucket(k, v)
+}
+
+// unmarshalBucket decodes a bucket record and checks it against its key.
+func unmarshalBucket(k, v []byte) (meta.Bucket, error) {
+	name, err := decodeBucketKey(k)
+	if err != nil {
+		return meta.Bucket{}, err
+	}
+	b, err := meta.UnmarshalBucket(v)
+	if err == nil && b.Name != name {
+		err = fmt.Errorf("%w: bucket %q stored under %q", meta.ErrCorrupt, b.Name, name)
+	}
+	return b, err
+}
+
+// Commit applies ms in one engine transaction. A commit into a bucket that
+// was deleted, or deleted and created again, fails with ErrNoSuchBucket:
+// rows never land under a dead bucket id.
+func (s *Store) Commit(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	// Encode outside the transaction: the engine may run it more than once.
+	puts := make([][]byte, len(ms))
+	for i, m := range ms {
+		err := checkMutation(m)
+		if err == nil && m.Put != nil {
+			puts[i], err = meta.MarshalVersion(m.Put)
+		}
+		if err != nil {
+			return fmt.Errorf("commit %s/%s: %w", b.Name, m.Key, err)
+		}
+	}
+	return s.e.Update(ctx, func(tx Txn) error {
+		cur, err := getBucket(tx, b.Name)
+		if err == nil && cur.ID != b.ID {
+			err = meta.ErrNoSuchBucket
+		}
+		if err != nil {
+			return fmt.Errorf("commit %s: %w", b.Name, err)
+		}
+		for i, m := range ms {
+			if err := apply(tx, b.ID, m, puts[i]); err != nil {
+				return fmt.Errorf("commit %s/%s: %w", b.Name, m.Key, err)
+			}
+		}
+		return nil
+	})
+}
+
+func checkMutation(m meta.Mutation) error {
+	if err := meta.ValidKey(m.Key); err != nil {
+		return err
+	}
+	if m.Put != nil && m.Put.Key != m.Key {
+		return fmt.Errorf("put of key %q in a mutation of another key: %w", m.Put.Key, meta.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// apply runs one mutation; put is m.Put encoded. It keeps the indexes of
+// the key in step with its rows: N names the null row, C holds a copy of
+// the first row while that is not a delete marker.
+func apply(tx Txn, bid uint64, m meta.Mutation, put []byte) error {
+	_, head, err := first(tx, bid, m.Key)
+	if err != nil {
+		return err
+	}
+	if m.Check != nil {
+		if err := m.Check(head); err != nil {
+			return err
+		}
+	}
+	nk := keyKey(spaceNull, bid, m.Key)
+	null, err := getID(tx, nk)
+	if err != nil {
+		return err
+	}
+	headGone := false
+	remove := func(id meta.VersionID) error {
+		if err := tx.Delete(versionKey(bid, m.Key, id)); err != nil {
+			return err
+		}
+		if null != nil && *null == id {
+			null = nil
+			if err := tx.Delete(nk); err != nil {
+				return err
+			}
+		}
+		headGone = headGone || head != nil && head.ID == id
+		return nil
+	}
+
+	if m.DropNull && null != nil {
+		if err := remove(*null); err != nil {
+			return err
+		}
+	}
+	if !m.Delete.IsZero() {
+		row, err := tx.Get(versionKey(bid, m.Key, m.Delete))
+		if err != nil {
+			return err
+		}
+		if row == nil {
+			return fmt.Errorf("version %s: %w", m.Delete, meta.ErrNoSuchVersion)
+		}
+		if err := remove(m.Delete); err != nil {
+			return err
+		}
+	}
+	p := m.Put
+	if p != nil {
+		if err := putRow(tx, bid, p, put, head, null); err != nil {
+			return err
+		}
+	}
+
+	// Find the key's new first row, if it changed.
+	var next []byte
+	var nextV *meta.Version
+	switch {
+	case headGone:
+		if next, nextV, err = first(tx, bid, m.Key); err != nil {
+			return err
+		}
+	case p != nil && (head == nil || p.ID.Compare(head.ID) < 0):
+		next, nextV = put, p
+	default:
+		return nil
+	}
+	ck := keyKey(spaceLive, bid, m.Key)
+	if nextV != nil && !nextV.DeleteMarker {
+		return tx.Set(ck, next)
+	}
+	if head != nil && !head.DeleteMarker {
+		return tx.Delete(ck)
+	}
+	return nil
+}
+
+// putRow writes the new row p (encoded as data) given the key's current
+// first row and null row id.
+func putRow(tx Txn, bid uint64, p *meta.Version, data []byte, head *meta.Version, null *meta.VersionID) error {
+	k := versionKey(bid, p.Key, p.ID)
+	// Rows are immutable. Only an id at or after the head's can exist.
+	if head != nil && p.ID.Compare(head.ID) >= 0 {
+		old, err := tx.Get(k)
+		if err != nil {
+			return err
+		}
+		if old != nil {
+			return fmt.Errorf("version %s already exists: %w", p.ID, meta.ErrInvalidArgument)
+		}
+	}
+	if err := tx.Set(k, data); err != nil {
+		return err
+	}
+	if !p.Null {
+		return nil
+	}
+	if null != nil {
+		return fmt.Errorf("null version %s exists and the mutation does not drop it: %w", *null, meta.ErrInvalidArgument)
+	}
+	id := p.ID
+	return tx.Set(keyKey(spaceNull, bid, p.Key), id[:])
+}
+
+// first returns the first row of key, encoded and decoded, or nils.
+func first(tx Txn, bid uint64, key string) ([]byte, *meta.Version, error) {
+	start := keyKey(spaceVersion, bid, key)
+	var row []byte
+	if err := tx.Scan(start, successor(start), func(_, v []byte) bool {
+		row = bytes.Clone(v)
+		return false
+	}); err != nil || row == nil {
+		return nil, nil, err
+	}
+	v, err := unmarshalRow(row, key, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return row, v, nil
+}
+
+// getID reads a null index entry: nil when absent.
+func getID(tx Txn, k []byte) (*meta.VersionID, error) {
+	v, err := tx.Get(k)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	if len(v) != idLen {
+		return nil, fmt.Errorf("%w: null index entry of %d bytes", meta.ErrCorrupt, len(v))
+	}
+	id := meta.VersionID(v)
+	return &id, nil
+}
+
+// getRow reads the row (key, id).
+func getRow(tx Txn, bid uint64, key string, id meta.VersionID) (*meta.Version, error) {
+	v, err := tx.Get(versionKey(bid, key, id))
+	if err != nil {
+		return nil, err
+	}
+	if v == nil {
+		return nil, meta.ErrNoSuchVersion
+	}
+	return unmarshalRow(v, key, &id)
+}
+
+// unmarshalRow decodes a stored row and checks that it is the row of key
+// (and of id, if given) that the engine key it was stored under names.
+func unmarshalRow(data []byte, key string, id *meta.VersionID) (*meta.Version, error) {
+	v, err := meta.UnmarshalVersion(data)
+	if err != nil {
+		return nil, err
+	}
+	if v.Key != key || id != nil && v.ID != *id {
+		return nil, fmt.Errorf("%w: row %q@%s stored under %q", meta.ErrCorrupt, v.Key, v.ID, key)
+	}
+	return v, nil
+}
+
+// Get returns the row (key, id).
+func (s *Store) Get(ctx context.Context, b meta.Bucket, key string, id meta.VersionID) (*meta.Version, error) {
+	var v *meta.Version
+	err := s.e.View(ctx, func(tx Txn) (err error) {
+		v, err = getRow(tx, b.ID, key, id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get %s/%s@%s: %w", b.Name, key, id, err)
+	}
+	return v, nil
+}
+
+// GetNull returns the null row of key.
+func (s *Store) GetNull(ctx context.Context, b meta.Bucket, key string) (*meta.Version, error) {
+	var v *meta.Version
+	err := s.e.View(ctx, func(tx Txn) error {
+		id, err := getID(tx, keyKey(spaceNull, b.ID, key))
+		if err != nil {
+			return err
+		}
+		if id == nil {
+			return meta.ErrNoSuchVersion
+		}
+		v, err = getRow(tx, b.ID, key, *id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get %s/%s@null: %w", b.Name, key, err)
+	}
+	return v, nil
+}
+
+// Close closes the engine.
+func (s *Store) Close() error { return s.e.Close() }
