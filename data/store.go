@@ -49,7 +49,8 @@ var (
 // Store holds chunks. Implementations must be safe for concurrent use.
 type Store interface {
 	// Put stores b under id. When Put returns nil the chunk is durable:
-	// it survives a crash, so a version row may now name it.
+	// it survives a crash, so a version row may now name it. Put must not
+	// modify b or keep it after returning: writers reuse their buffers.
 	Put(ctx context.Context, id ChunkID, b []byte) error
 	// ReadAt reads len(p) bytes of chunk id starting at off, like
 	// io.ReaderAt; ErrNoSuchChunk if the chunk is missing.

@@ -1,0 +1,220 @@
+package data
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"sort"
+)
+
+// ErrRange means a byte range does not lie within the object.
+var ErrRange = errors.New("range not satisfiable")
+
+// errClosed is what a reader returns once closed.
+var errClosed = errors.New("data: read after Close")
+
+// A ReaderAt reads an object's bytes at any offset, for random-access
+// readers such as the FUSE mount; the streaming reader is built on it, so
+// finding the chunk that holds an offset is done in one place. It is safe
+// for concurrent use.
+type ReaderAt struct {
+	s    Store
+	m    *Manifest
+	ends []int64 // ends[i] is where m.Chunks[i] ends within the object
+}
+
+// NewReaderAt returns a ReaderAt over m's bytes in s. m must be valid (as
+// DecodeManifest returns it) and must not change while in use.
+func NewReaderAt(s Store, m *Manifest) *ReaderAt {
+	r := &ReaderAt{s: s, m: m, ends: make([]int64, len(m.Chunks))}
+	var pos int64
+	for i, c := range m.Chunks {
+		pos += c.Length
+		r.ends[i] = pos
+	}
+	return r
+}
+
+// Size returns the object's length.
+func (r *ReaderAt) Size() int64 { return r.m.Size }
+
+// chunk returns the index of the chunk range holding byte off, or
+// len(m.Chunks) when off is at or past the end.
+func (r *ReaderAt) chunk(off int64) int {
+	return sort.Search(len(r.ends), func(i int) bool { return r.ends[i] > off })
+}
+
+// ReadAt reads len(p) bytes at off, with io.ReaderAt's contract: fewer
+// only with an error, io.EOF when the object ends first. A chunk shorter
+// than the manifest says is ErrCorrupt.
+func (r *ReaderAt) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("read at %d: %w", off, ErrRange)
+	}
+	if len(r.m.Chunks) == 0 {
+		n := 0
+		if off < int64(len(r.m.Inline)) {
+			n = copy(p, r.m.Inline[off:])
+		}
+		if n < len(p) {
+			return n, io.EOF
+		}
+		return n, nil
+	}
+	n := 0
+	for i := r.chunk(off); n < len(p) && i < len(r.m.Chunks); i++ {
+		c := r.m.Chunks[i]
+		q := p[n:]
+		if rest := r.ends[i] - off; int64(len(q)) > rest {
+			q = q[:rest]
+		}
+		at := c.Offset + off - (r.ends[i] - c.Length) // off within the stored chunk
+		k, err := r.s.ReadAt(ctx, ChunkID(c.Id), q, at)
+		n += k
+		off += int64(k)
+		if k < len(q) {
+			if err == nil || err == io.EOF {
+				err = fmt.Errorf("chunk %s: %d bytes at %d, got %d: %w", ChunkID(c.Id), len(q), at, k, ErrCorrupt)
+			}
+			return n, err
+		}
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// sectionAt binds a ReaderAt to a context as an io.ReaderAt, for
+// io.NewSectionReader.
+type sectionAt struct {
+	ctx context.Context
+	r   *ReaderAt
+}
+
+func (s sectionAt) ReadAt(p []byte, off int64) (int, error) { return s.r.ReadAt(s.ctx, p, off) }
+
+// section returns a sequential reader of the bytes [off, end) of r.
+func (r *ReaderAt) section(ctx context.Context, off, end int64) io.Reader {
+	return io.NewSectionReader(sectionAt{ctx, r}, off, max(end-off, 0))
+}
+
+// NewReader streams the bytes [off, off+n) of m (n < 0: to the end). It
+// fetches the next piece (one chunk range at most) while the caller
+// consumes the current one, so that a slow client and a slow store
+// overlap without buffering more than two chunks. A range outside m fails
+// on the first Read with an error wrapping ErrRange. The caller must Close
+// the reader; ctx bounds every chunk read.
+func NewReader(ctx context.Context, s Store, m *Manifest, off, n int64) io.ReadCloser {
+	if n < 0 {
+		n = m.Size - off
+	}
+	if off < 0 || n < 0 || off > m.Size-n {
+		return errReader{fmt.Errorf("bytes %d+%d of %d: %w", off, n, m.Size, ErrRange)}
+	}
+	if len(m.Chunks) == 0 {
+		return io.NopCloser(bytes.NewReader(m.Inline[off : off+n]))
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	r := &reader{ctx: ctx, cancel: cancel, pieces: make(chan piece), left: n}
+	go r.fetch(NewReaderAt(s, m), off, off+n)
+	return r
+}
+
+// errReader fails every Read.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+func (e errReader) Close() error             { return nil }
+
+// A piece is a buffer of fetched bytes, or the error that ended fetching.
+type piece struct {
+	buf *[]byte // from getBuf, to give back
+	b   []byte  // the bytes not yet consumed
+	err error
+}
+
+// reader streams a range: fetch reads pieces in a goroutine and hands them
+// over an unbuffered channel, so it runs at most one piece ahead.
+type reader struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	pieces chan piece
+	cur    piece // the piece being consumed
+	left   int64 // bytes of the range not yet returned
+	err    error // sticky
+}
+
+// fetch reads [off, end) piece by piece, each within one chunk range so
+// that it is one store read, and at most DefaultChunkSize so that an
+// object written with huge chunks still streams in bounded memory.
+func (r *reader) fetch(ra *ReaderAt, off, end int64) {
+	defer close(r.pieces)
+	for off < end {
+		k := min(end, ra.ends[ra.chunk(off)]) - off
+		k = min(k, DefaultChunkSize)
+		// Round sizes up to a power of two: few pools, full reuse.
+		buf := getBuf(1 << bits.Len64(uint64(k-1)))
+		b := (*buf)[:k]
+		_, err := ra.ReadAt(r.ctx, b, off)
+		select {
+		case r.pieces <- piece{buf: buf, b: b, err: err}:
+		case <-r.ctx.Done():
+			putBuf(buf)
+			return
+		}
+		if err != nil {
+			return
+		}
+		off += k
+	}
+}
+
+func (r *reader) Read(p []byte) (int, error) {
+	for len(r.cur.b) == 0 {
+		if r.err != nil {
+			return 0, r.err
+		}
+		if r.left == 0 {
+			return 0, io.EOF
+		}
+		r.release()
+		pc, ok := <-r.pieces
+		switch {
+		case !ok: // fetch saw ctx end before it could hand over an error
+			r.err = context.Cause(r.ctx)
+		case pc.err != nil:
+			putBuf(pc.buf)
+			r.err = pc.err
+		default:
+			r.cur = pc
+		}
+	}
+	n := copy(p, r.cur.b)
+	r.cur.b = r.cur.b[n:]
+	r.left -= int64(n)
+	return n, nil
+}
+
+// release gives the current piece's buffer back.
+func (r *reader) release() {
+	if r.cur.buf != nil {
+		putBuf(r.cur.buf)
+		r.cur = piece{}
+	}
+}
+
+// Close stops fetching and waits for the fetcher to exit, so no store
+// read outlives the reader.
+func (r *reader) Close() error {
+	r.cancel()
+	for pc := range r.pieces {
+		putBuf(pc.buf)
+	}
+	r.release()
+	r.err = errClosed
+	return nil
+}

@@ -1,0 +1,217 @@
+package data_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/stratafs/stratafs/data"
+	"github.com/stratafs/stratafs/data/storetest"
+)
+
+const testChunk = 64 << 10
+
+func TestWriteRead(t *testing.T) {
+	ctx := context.Background()
+	const cs = testChunk
+	for _, size := range []int{0, 1, 4095, 4096, 4097, cs - 1, cs, cs + 1, 3*cs + 17} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			s := newMem()
+			b := storetest.Random(uint64(size), size)
+			// Short reads, and data arriving with io.EOF, must not matter.
+			body := iotest.DataErrReader(iotest.HalfReader(bytes.NewReader(b)))
+			w, err := data.Write(ctx, s, body, data.WriteOptions{ChunkSize: cs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.Size != int64(size) || w.Manifest.Size != int64(size) {
+				t.Fatalf("size %d, manifest size %d; want %d", w.Size, w.Manifest.Size, size)
+			}
+			if w.MD5 != md5.Sum(b) {
+				t.Fatalf("MD5 %x, want %x", w.MD5, md5.Sum(b))
+			}
+			chunks := 0
+			if size > data.DefaultInlineMax {
+				chunks = (size + cs - 1) / cs
+			} else if !bytes.Equal(w.Manifest.Inline, b) {
+				t.Fatalf("%d bytes not inline", size)
+			}
+			if len(w.Manifest.Chunks) != chunks || s.len() != chunks {
+				t.Fatalf("%d chunks listed, %d stored; want %d", len(w.Manifest.Chunks), s.len(), chunks)
+			}
+			if !bytes.Equal(contents(t, s, w.Manifest), b) {
+				t.Fatal("read back wrong bytes")
+			}
+			checkRanges(t, s, w.Manifest, b)
+		})
+	}
+}
+
+// checkRanges reads random ranges of m back both ways and compares them
+// with b, m's expected bytes.
+func checkRanges(t *testing.T, s data.Store, m *data.Manifest, b []byte) {
+	t.Helper()
+	ctx := context.Background()
+	size := int64(len(b))
+	rng := rand.New(rand.NewPCG(uint64(size), 1))
+	ra := data.NewReaderAt(s, m)
+	for range 30 {
+		off := rng.Int64N(size + 1)
+		n := rng.Int64N(size - off + 1)
+		r := data.NewReader(ctx, s, m, off, n)
+		if err := iotest.TestReader(r, b[off:off+n]); err != nil {
+			t.Fatalf("NewReader(%d, %d): %v", off, n, err)
+		}
+		r.Close()
+		// ReadAt past the end returns what there is, with io.EOF.
+		p := make([]byte, n+rng.Int64N(10))
+		want := b[off:min(off+int64(len(p)), size)]
+		var wantErr error
+		if len(want) < len(p) {
+			wantErr = io.EOF
+		}
+		k, err := ra.ReadAt(ctx, p, off)
+		if k != len(want) || err != wantErr || !bytes.Equal(p[:k], want) {
+			t.Fatalf("ReadAt(%d bytes at %d) = %d, %v; want %d, %v", len(p), off, k, err, len(want), wantErr)
+		}
+	}
+	for _, r := range [][2]int64{{-1, 1}, {size + 1, -1}, {0, size + 1}, {size, 1}} {
+		_, err := io.ReadAll(data.NewReader(ctx, s, m, r[0], r[1]))
+		if !errors.Is(err, data.ErrRange) {
+			t.Fatalf("NewReader(%d, %d): %v; want ErrRange", r[0], r[1], err)
+		}
+	}
+}
+
+// A failing Put fails the Write, which waits for the Puts in flight and
+// leaves no chunk behind, wherever in the stream the failure happens.
+func TestWritePutFails(t *testing.T) {
+	b := storetest.Random(1, 6*testChunk+3)
+	for n := 1; n <= 7; n++ {
+		s := newMem()
+		s.failPut, s.putDelay = n, time.Millisecond
+		_, err := data.Write(context.Background(), s, bytes.NewReader(b), data.WriteOptions{ChunkSize: testChunk})
+		if !errors.Is(err, errInjected) {
+			t.Fatalf("Put %d failing: Write returned %v", n, err)
+		}
+		if running := s.running.Load(); running != 0 {
+			t.Fatalf("Put %d failing: Write returned with %d Puts running", n, running)
+		}
+		if s.len() != 0 {
+			t.Fatalf("Put %d failing: %d chunks left behind", n, s.len())
+		}
+	}
+}
+
+func TestWriteBodyFails(t *testing.T) {
+	s := newMem()
+	broken := errors.New("connection reset")
+	body := io.MultiReader(bytes.NewReader(storetest.Random(1, 3*testChunk+5)), iotest.ErrReader(broken))
+	_, err := data.Write(context.Background(), s, body, data.WriteOptions{ChunkSize: testChunk})
+	if !errors.Is(err, broken) {
+		t.Fatalf("Write: %v, want the body's error", err)
+	}
+	if s.len() != 0 {
+		t.Fatalf("%d chunks left behind", s.len())
+	}
+}
+
+// cancelAfter cancels a context once n bytes have been read through it.
+type cancelAfter struct {
+	r      io.Reader
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c *cancelAfter) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	if c.n -= k; c.n <= 0 {
+		c.cancel()
+	}
+	return k, err
+}
+
+func TestWriteCanceled(t *testing.T) {
+	s := newMem()
+	ctx, cancel := context.WithCancel(context.Background())
+	body := &cancelAfter{r: bytes.NewReader(storetest.Random(1, 10*testChunk)), n: 3 * testChunk, cancel: cancel}
+	_, err := data.Write(ctx, s, body, data.WriteOptions{ChunkSize: testChunk})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Write: %v, want context.Canceled", err)
+	}
+	if s.len() != 0 {
+		t.Fatalf("%d chunks left behind", s.len())
+	}
+}
+
+func TestWriteNeverInline(t *testing.T) {
+	s := newMem()
+	w, err := data.Write(context.Background(), s, bytes.NewReader([]byte("tiny")), data.WriteOptions{InlineMax: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Manifest.Inline) != 0 || len(w.Manifest.Chunks) != 1 {
+		t.Fatalf("InlineMax -1: manifest %v, want one chunk", w.Manifest)
+	}
+	w, err = data.Write(context.Background(), s, bytes.NewReader(nil), data.WriteOptions{InlineMax: -1})
+	if err != nil || w.Size != 0 || len(w.Manifest.Chunks) != 0 {
+		t.Fatalf("empty body: %v, %v; want no chunk", w, err)
+	}
+}
+
+// Write streams: a body far larger than memory allowances passes through a
+// few reused chunk buffers.
+func TestWriteMemory(t *testing.T) {
+	const (
+		chunk = 1 << 20
+		size  = 256 << 20
+	)
+	var (
+		mu   sync.Mutex
+		ms   runtime.MemStats
+		peak uint64
+		puts int
+	)
+	s := newMem()
+	s.onPut = func([]byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if puts++; puts%16 == 0 {
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapAlloc)
+		}
+	}
+	runtime.GC() // twice: pools keep buffers over one collection
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	base, allocated := ms.HeapAlloc, ms.TotalAlloc
+	key := [32]byte{1}
+	w, err := data.Write(context.Background(), s, io.LimitReader(rand.NewChaCha8(key), size), data.WriteOptions{ChunkSize: chunk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&ms)
+	allocated = ms.TotalAlloc - allocated
+	t.Logf("heap grew by at most %.1f MiB; %.1f MiB allocated in all", float64(max(peak, base)-base)/(1<<20), float64(allocated)/(1<<20))
+	if peak > base+32<<20 {
+		t.Errorf("heap grew by %d MiB writing %d MiB in %d MiB chunks", (peak-base)>>20, size>>20, chunk>>20)
+	}
+	if allocated > 64<<20 && !raceEnabled {
+		t.Errorf("allocated %d MiB writing %d MiB: chunk buffers are not reused", allocated>>20, size>>20)
+	}
+	h := md5.New()
+	_, _ = io.Copy(h, io.LimitReader(rand.NewChaCha8(key), size))
+	if w.Size != size || !bytes.Equal(w.MD5[:], h.Sum(nil)) {
+		t.Fatalf("wrote %d bytes with MD5 %x; want %d, %x", w.Size, w.MD5, size, h.Sum(nil))
+	}
+}
