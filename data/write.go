@@ -70,8 +70,8 @@ func Write(ctx context.Context, s Store, r io.Reader, o WriteOptions) (*WriteRes
 		if err != nil {
 			return nil, p.fail(err)
 		}
-		n, err := io.ReadFull(r, *buf)
-		last := err == io.EOF || err == io.ErrUnexpectedEOF
+		n, err := fill(r, *buf)
+		last := err == io.EOF
 		if err != nil && !last {
 			p.release(buf)
 			return nil, p.fail(fmt.Errorf("reading body: %w", err))
@@ -99,6 +99,21 @@ func Write(ctx context.Context, s Store, r io.Reader, o WriteOptions) (*WriteRes
 	w := &WriteResult{Manifest: m, Size: m.Size}
 	h.Sum(w.MD5[:0])
 	return w, nil
+}
+
+// fill reads from r until b is full or r ends (io.EOF). Unlike io.ReadFull
+// it passes every other error on as it is: a body cut short
+// (io.ErrUnexpectedEOF from net/http) must fail the write, not end it.
+func fill(r io.Reader, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		k, err := r.Read(b[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // A putter runs chunk Puts in the background, a few at a time, and

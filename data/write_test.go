@@ -113,15 +113,18 @@ func TestWritePutFails(t *testing.T) {
 }
 
 func TestWriteBodyFails(t *testing.T) {
-	s := newMem()
-	broken := errors.New("connection reset")
-	body := io.MultiReader(bytes.NewReader(storetest.Random(1, 3*testChunk+5)), iotest.ErrReader(broken))
-	_, err := data.Write(context.Background(), s, body, data.WriteOptions{ChunkSize: testChunk})
-	if !errors.Is(err, broken) {
-		t.Fatalf("Write: %v, want the body's error", err)
-	}
-	if s.len() != 0 {
-		t.Fatalf("%d chunks left behind", s.len())
+	// A body cut short (net/http says io.ErrUnexpectedEOF) fails the write
+	// like any other read error: it must not pass for the end of the body.
+	for _, broken := range []error{errors.New("connection reset"), io.ErrUnexpectedEOF} {
+		s := newMem()
+		body := io.MultiReader(bytes.NewReader(storetest.Random(1, 3*testChunk+5)), iotest.ErrReader(broken))
+		_, err := data.Write(context.Background(), s, body, data.WriteOptions{ChunkSize: testChunk})
+		if !errors.Is(err, broken) {
+			t.Fatalf("Write: %v, want the body's error %v", err, broken)
+		}
+		if s.len() != 0 {
+			t.Fatalf("%d chunks left behind", s.len())
+		}
 	}
 }
 
