@@ -1,0 +1,234 @@
+package storetest
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/stratafs/stratafs/meta"
+)
+
+// model is the suite's reference store: one bucket's rows in scan order
+// (key ascending, newest first within a key), changed exactly as
+// meta.Store.Commit documents. Every page the suite expects is computed
+// from it by the plain loops below, never by the code under test.
+type model struct {
+	rows []*meta.Version
+}
+
+// search returns the index of row (key, id), or where it would be.
+func (m *model) search(key string, id meta.VersionID) (int, bool) {
+	return slices.BinarySearchFunc(m.rows, key, func(v *meta.Version, k string) int {
+		if c := strings.Compare(v.Key, k); c != 0 {
+			return c
+		}
+		return v.ID.Compare(id)
+	})
+}
+
+// key returns the rows of key, newest first.
+func (m *model) key(key string) []*meta.Version {
+	i, _ := m.search(key, meta.VersionID{})
+	j := i
+	for j < len(m.rows) && m.rows[j].Key == key {
+		j++
+	}
+	return m.rows[i:j]
+}
+
+// head returns the first row of key, or nil.
+func (m *model) head(key string) *meta.Version {
+	if rs := m.key(key); len(rs) > 0 {
+		return rs[0]
+	}
+	return nil
+}
+
+// null returns the null row of key, or nil.
+func (m *model) null(key string) *meta.Version {
+	for _, v := range m.key(key) {
+		if v.Null {
+			return v
+		}
+	}
+	return nil
+}
+
+// commit applies ms in order, all or none, and returns the error the
+// store must return: ErrInvalidKey, a Check's error, or ErrNoSuchVersion.
+func (m *model) commit(ms ...meta.Mutation) error {
+	next := &model{rows: slices.Clone(m.rows)}
+	for _, mu := range ms {
+		if err := next.apply(mu); err != nil {
+			return err
+		}
+	}
+	m.rows = next.rows
+	return nil
+}
+
+func (m *model) apply(mu meta.Mutation) error {
+	if mu.Put != nil {
+		if err := meta.ValidKey(mu.Key); err != nil {
+			return meta.ErrInvalidKey
+		}
+	}
+	if mu.Check != nil {
+		if err := mu.Check(m.head(mu.Key)); err != nil {
+			return err
+		}
+	}
+	if n := m.null(mu.Key); mu.DropNull && n != nil {
+		m.remove(n.Key, n.ID)
+	}
+	if !mu.Delete.IsZero() && !m.remove(mu.Key, mu.Delete) {
+		return meta.ErrNoSuchVersion
+	}
+	if mu.Put != nil {
+		v := clone(mu.Put)
+		i, _ := m.search(v.Key, v.ID)
+		m.rows = slices.Insert(m.rows, i, v)
+	}
+	return nil
+}
+
+func (m *model) remove(key string, id meta.VersionID) bool {
+	i, ok := m.search(key, id)
+	if ok {
+		m.rows = slices.Delete(m.rows, i, i+1)
+	}
+	return ok
+}
+
+// live returns, for each key, its newest row whose id is not below at
+// (meta.AsOf of an instant; the zero id admits every row), leaving out
+// keys where that row is a delete marker.
+func (m *model) live(at meta.VersionID) []*meta.Version {
+	var out []*meta.Version
+	for i := 0; i < len(m.rows); {
+		key := m.rows[i].Key
+		var found *meta.Version
+		for ; i < len(m.rows) && m.rows[i].Key == key; i++ {
+			if found == nil && m.rows[i].ID.Compare(at) >= 0 {
+				found = m.rows[i]
+			}
+		}
+		if found != nil && !found.DeleteMarker {
+			out = append(out, found)
+		}
+	}
+	return out
+}
+
+// An entry is one item of a listing: a row or a common prefix.
+type entry struct {
+	v      *meta.Version
+	latest bool // v is the first row of its key among all rows
+	prefix string
+}
+
+func (e entry) name() string {
+	if e.v == nil {
+		return e.prefix
+	}
+	return e.v.Key
+}
+
+// entries lists the rows under prefix, each key that has delim after the
+// prefix rolled up into its common prefix. Rows must be in scan order.
+func entries(rows []*meta.Version, prefix, delim string) []entry {
+	var out []entry
+	for i, v := range rows {
+		if !strings.HasPrefix(v.Key, prefix) {
+			continue
+		}
+		if j := strings.Index(v.Key[len(prefix):], delim); delim != "" && j >= 0 {
+			cp := v.Key[:len(prefix)+j+len(delim)]
+			if n := len(out); n == 0 || out[n-1].prefix != cp {
+				out = append(out, entry{prefix: cp})
+			}
+			continue
+		}
+		out = append(out, entry{v: v, latest: i == 0 || rows[i-1].Key != v.Key})
+	}
+	return out
+}
+
+// A page is what one listing call should return.
+type page struct {
+	entries   []entry
+	truncated bool
+}
+
+// cut drops the leading entries skip reports and keeps at most max of the
+// rest (max ≤ 0 or above meta.MaxListKeys meaning meta.MaxListKeys).
+func cut(es []entry, skip func(entry) bool, max int) page {
+	for len(es) > 0 && skip(es[0]) {
+		es = es[1:]
+	}
+	if max <= 0 || max > meta.MaxListKeys {
+		max = meta.MaxListKeys
+	}
+	if len(es) <= max {
+		return page{entries: es}
+	}
+	return page{entries: es[:max], truncated: true}
+}
+
+// list is the page meta.List (at zero) or meta.ListAsOf should return.
+// Starting after o.After is starting after every entry not above it: a
+// common prefix that o.After rolls up into is not above it either.
+func (m *model) list(at meta.VersionID, o meta.ListOptions) page {
+	es := entries(m.live(at), o.Prefix, o.Delimiter)
+	return cut(es, func(e entry) bool { return e.name() <= o.After }, o.MaxKeys)
+}
+
+// versions is the page meta.ListVersions should return.
+func (m *model) versions(o meta.VersionListOptions) (page, error) {
+	if o.VersionIDMarker != "" && o.KeyMarker == "" {
+		return page{}, meta.ErrInvalidArgument
+	}
+	skip := func(e entry) bool { return e.name() <= o.KeyMarker }
+	if o.VersionIDMarker != "" {
+		id, err := m.markerID(o.KeyMarker, o.VersionIDMarker)
+		if err != nil {
+			return page{}, err
+		}
+		skip = func(e entry) bool {
+			if e.v == nil || e.v.Key != o.KeyMarker {
+				return e.name() <= o.KeyMarker
+			}
+			return e.v.ID.Compare(id) <= 0
+		}
+	}
+	return cut(entries(m.rows, o.Prefix, o.Delimiter), skip, o.MaxKeys), nil
+}
+
+// markerID resolves a version-id-marker. A "null" marker of a key without
+// a null row resumes after the whole key, like the engine.
+func (m *model) markerID(key, marker string) (meta.VersionID, error) {
+	if marker != meta.NullVersion {
+		return meta.ParseVersionID(marker)
+	}
+	if n := m.null(key); n != nil {
+		return n.ID, nil
+	}
+	var last meta.VersionID
+	for i := range last {
+		last[i] = 0xff
+	}
+	return last, nil
+}
+
+// clone returns a deep copy of v.
+func clone(v *meta.Version) *meta.Version {
+	c := *v
+	c.UserMeta = maps.Clone(v.UserMeta)
+	c.Checksums = maps.Clone(v.Checksums)
+	c.Manifest = slices.Clone(v.Manifest)
+	if v.POSIX != nil {
+		p := *v.POSIX
+		c.POSIX = &p
+	}
+	return &c
+}

@@ -1,0 +1,158 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratafs/stratafs/meta"
+)
+
+func testRoundTrip(t *testing.T, open Opener) {
+	e := newEnv(t, open, meta.Enabled)
+	manifest := make([]byte, 4096)
+	for i := range manifest {
+		manifest[i] = byte(i * 7)
+	}
+	full := e.row("dir/файл 1.txt")
+	full.Size = 1<<40 + 3
+	full.ETag = "0123456789abcdef0123456789abcdef-3"
+	full.Content = meta.Content{
+		Type:         "text/plain; charset=utf-8",
+		Encoding:     "gzip",
+		Disposition:  `attachment; filename="f.txt"`,
+		Language:     "de-CH",
+		CacheControl: "max-age=60",
+		Expires:      "Wed, 21 Oct 2026 07:28:00 GMT",
+	}
+	full.UserMeta = map[string]string{"color": "blue", "name": "grüße", "empty": ""}
+	full.POSIX = &meta.POSIX{Mode: 0o100640, UID: 1000, GID: 100, Mtime: time.Unix(1700000000, 123456789)}
+	full.StorageClass = "STANDARD_IA"
+	full.Checksums = map[string]string{"CRC32": "AAAAAA==", "SHA256": "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="}
+	full.Owner = "AKIAIOSFODNN7EXAMPLE"
+	full.Manifest = manifest
+
+	link := e.row("dir/link")
+	link.POSIX = &meta.POSIX{Mode: 0o120777, Mtime: time.Unix(-1, 999999999).UTC(), Symlink: "../target/ü"}
+	dir := e.row("dir/")
+	dir.POSIX = &meta.POSIX{Mode: 0o40755, UID: 1, GID: 2, Mtime: time.Unix(0, 1)}
+
+	for _, v := range []*meta.Version{full, link, dir, e.row("bare")} {
+		e.mustCommit(meta.PutMutation(e.b, v))
+	}
+	mu, marker := meta.DeleteMutation(e.b, "gone", "AKIAOWNER", e.tick())
+	e.mustCommit(mu)
+	e.setVersioning(meta.Suspended)
+	null := e.row("dir/null")
+	null.UserMeta = map[string]string{"x": "y"}
+	e.mustCommit(meta.PutMutation(e.b, null))
+
+	for _, want := range []*meta.Version{full, link, dir, marker, null} {
+		got, err := e.s.Get(e.ctx, e.b, want.Key, want.ID)
+		e.expectRow(fmt.Sprintf("Get(%q)", want.Key), got, err, want, meta.ErrNoSuchVersion)
+	}
+	e.expectState()
+}
+
+func testCheck(t *testing.T, open Opener) {
+	refuse := errors.New("precondition failed")
+	for _, c := range []struct {
+		name  string
+		state meta.Versioning
+		fill  func(e *env) *meta.Version // returns k's head
+	}{
+		{"no rows", meta.Enabled, func(e *env) *meta.Version { return nil }},
+		{"live head", meta.Enabled, func(e *env) *meta.Version { e.put("k"); return e.put("k") }},
+		{"marker head", meta.Enabled, func(e *env) *meta.Version { e.put("k"); return e.del("k") }},
+		{"null head", meta.Suspended, func(e *env) *meta.Version { return e.put("k") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, open, c.state)
+			e.put("kk")
+			head := c.fill(e)
+			var seen []*meta.Version
+			check := func(err error) func(*meta.Version) error {
+				return func(h *meta.Version) error {
+					seen = append(seen, h)
+					return err
+				}
+			}
+			expectSeen := func() {
+				t.Helper()
+				for _, h := range seen {
+					if !sameRow(h, head) {
+						t.Fatalf("Check saw head %s, want %s", show(h), show(head))
+					}
+				}
+				if len(seen) == 0 {
+					t.Fatal("Check was not called")
+				}
+				seen = nil
+			}
+
+			// A failing Check aborts its mutation and every other one.
+			e.commit(meta.Mutation{Key: "k", Check: check(refuse), DropNull: true, Put: e.row("k")})
+			expectSeen()
+			e.commit(meta.PutMutation(e.b, e.row("other")), meta.Mutation{Key: "k", Check: check(refuse), Put: e.row("k")})
+			expectSeen()
+			e.expectState()
+
+			e.mustCommit(meta.Mutation{Key: "k", Check: check(nil), Put: e.row("k")})
+			expectSeen()
+			e.expectState()
+		})
+	}
+}
+
+func testErrors(t *testing.T, open Opener) {
+	e := newEnv(t, open, meta.Enabled)
+	e.put("j")
+	e.put("k")
+	e.put("k")
+	e.put("k/")
+	stranger := e.put("kk")
+	e.del("kk")
+
+	unknown := []meta.VersionID{meta.NewVersionID(e.tick()), stranger.ID, meta.AsOf(e.now), {}}
+	for _, id := range unknown[:3] {
+		e.commit(meta.Mutation{Key: "k", Delete: id})
+		e.commit(meta.Mutation{Key: "k", Delete: id, Put: e.row("k")})
+		e.commit(meta.PutMutation(e.b, e.row("new")), meta.Mutation{Key: "k", Delete: id})
+		e.expectGone("k", id)
+		e.expectGone("missing", id)
+	}
+	e.expectGone("k", unknown[3])
+	e.expectNull("k")
+	e.expectLatest("missing")
+	e.expectLatest("k/x")
+	e.expectLatest("kk") // a delete marker
+	if _, err := meta.Lookup(e.ctx, e.s, e.b, "k", "not-a-version"); !errors.Is(err, meta.ErrInvalidVersionID) {
+		t.Fatalf("Lookup of a malformed id: %v, want ErrInvalidVersionID", err)
+	}
+	e.expectState()
+}
+
+func testInvalidKeys(t *testing.T, open Opener) {
+	for _, c := range []struct {
+		name, key string
+	}{
+		{"empty", ""},
+		{"1025 bytes", strings.Repeat("k", meta.MaxKeyLen+1)},
+		{"1025 bytes of runes", strings.Repeat("é", meta.MaxKeyLen/2) + "k"},
+		{"invalid UTF-8", "k\xff"},
+		{"truncated rune", "k\xe6\x97"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, open, meta.Enabled)
+			e.commit(meta.PutMutation(e.b, e.row(c.key))) // the model expects ErrInvalidKey
+			e.setVersioning(meta.Suspended)
+			e.commit(meta.PutMutation(e.b, e.row(c.key)))
+			e.expectState()
+			// The longest valid key is a key like any other.
+			e.put(strings.Repeat("é", meta.MaxKeyLen/2))
+			e.expectState()
+		})
+	}
+}
