@@ -153,7 +153,7 @@ type reader struct {
 // object written with huge chunks still streams in bounded memory.
 func (r *reader) fetch(ra *ReaderAt, off, end int64) {
 	defer close(r.pieces)
-	for off < end {
+	for off < end && r.ctx.Err() == nil {
 		k := min(end, ra.ends[ra.chunk(off)]) - off
 		k = min(k, DefaultChunkSize)
 		// Round sizes up to a power of two: few pools, full reuse.
