@@ -1,0 +1,234 @@
+// Package local stores chunks as files under a directory: the default chunk
+// store of a single machine.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/stratafs/stratafs/data"
+)
+
+// staleAfter is how old a temporary file must be before Open removes it:
+// younger ones may belong to a Put still running in another process.
+const staleAfter = time.Hour
+
+// Store keeps each chunk in its own file, chunks/<2 hex>/<32 hex> under its
+// directory. Put writes a chunk in full under tmp/, flushes it and only
+// then renames it into place, so a chunk's final name never holds partial
+// bytes, whatever crashes when. A Store is safe for concurrent use.
+type Store struct {
+	chunks, tmp string
+	// write writes b to f and flushes it to disk; tests replace it to
+	// simulate a full disk.
+	write func(f *os.File, b []byte) error
+}
+
+var _ data.Store = (*Store)(nil)
+
+// Open opens the store in dir, creating it if needed, and removes the
+// temporary files of Puts that crashed more than an hour ago.
+func Open(dir string) (*Store, error) {
+	s := &Store{
+		chunks: filepath.Join(dir, "chunks"),
+		tmp:    filepath.Join(dir, "tmp"),
+		write:  writeSync,
+	}
+	if err := s.init(dir); err != nil {
+		return nil, fmt.Errorf("open chunk store %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+// init creates the directories up front, so Put never has to (and never
+// has to make a new directory durable), and cleans tmp/.
+func (s *Store) init(dir string) error {
+	for i := range 256 {
+		if err := os.MkdirAll(filepath.Join(s.chunks, fmt.Sprintf("%02x", i)), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(s.tmp, 0o755); err != nil {
+		return err
+	}
+	// A renamed chunk is only as durable as the directories above it.
+	for _, d := range []string{s.chunks, dir} {
+		if err := syncDir(d); err != nil {
+			return err
+		}
+	}
+	return s.clean(time.Now().Add(-staleAfter))
+}
+
+// clean removes the temporary files modified before cutoff.
+func (s *Store) clean(cutoff time.Time) error {
+	ents, err := os.ReadDir(s.tmp)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		info, err := e.Info()
+		if err == nil && info.ModTime().Before(cutoff) {
+			err = os.Remove(filepath.Join(s.tmp, e.Name()))
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// path returns where chunk id lives.
+func (s *Store) path(id data.ChunkID) string {
+	h := id.String()
+	return filepath.Join(s.chunks, h[:2], h)
+}
+
+// Put stores chunk id durably: written to a temporary file, flushed,
+// renamed into place, and the rename flushed. On failure (a full disk,
+// say) the temporary file is removed.
+func (s *Store) Put(ctx context.Context, id data.ChunkID, b []byte) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put chunk %s: %w", id, err)
+	}
+	if err := s.put(id, b); err != nil {
+		return fmt.Errorf("put chunk %s: %w", id, err)
+	}
+	return nil
+}
+
+func (s *Store) put(id data.ChunkID, b []byte) error {
+	f, err := os.CreateTemp(s.tmp, "")
+	if err != nil {
+		return err
+	}
+	err = s.write(f, b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	p := s.path(id)
+	if err == nil {
+		err = os.Rename(f.Name(), p)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return syncDir(filepath.Dir(p))
+}
+
+// writeSync writes b to f and flushes it to disk.
+func writeSync(f *os.File, b []byte) error {
+	if _, err := f.Write(b); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// syncDir flushes a directory, making the entries created or renamed in it
+// durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// ReadAt reads len(p) bytes of chunk id at off, as io.ReaderAt does.
+func (s *Store) ReadAt(ctx context.Context, id data.ChunkID, p []byte, off int64) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("read chunk %s: %w", id, err)
+	}
+	f, err := os.Open(s.path(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("chunk %s: %w", id, data.ErrNoSuchChunk)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read chunk %s: %w", id, err)
+	}
+	defer f.Close()
+	n, err := f.ReadAt(p, off)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("read chunk %s: %w", id, err)
+	}
+	return n, err
+}
+
+// Delete removes chunk id. It does not flush the directory: a chunk that
+// reappears after a crash is garbage the collector removes again.
+func (s *Store) Delete(ctx context.Context, id data.ChunkID) error {
+	if err := os.Remove(s.path(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delete chunk %s: %w", id, err)
+	}
+	return nil
+}
+
+// Walk calls fn for every chunk, skipping files that are not chunks in
+// their place (those Delete could not remove).
+func (s *Store) Walk(ctx context.Context, fn func(id data.ChunkID, size int64, modified time.Time) error) error {
+	dirs, err := os.ReadDir(s.chunks)
+	if err != nil {
+		return fmt.Errorf("walk chunks: %w", err)
+	}
+	for _, d := range dirs {
+		if d.IsDir() {
+			if err := s.walkDir(ctx, d.Name(), fn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// walkDir walks one chunks/ subdirectory, reading it a batch of names at a
+// time: a directory may hold millions of chunks.
+func (s *Store) walkDir(ctx context.Context, name string, fn func(data.ChunkID, int64, time.Time) error) error {
+	dir := filepath.Join(s.chunks, name)
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("walk chunks: %w", err)
+	}
+	defer f.Close()
+	for {
+		ents, rerr := f.ReadDir(1024)
+		for _, e := range ents {
+			id, err := data.ParseChunkID(e.Name())
+			if err != nil || s.path(id) != filepath.Join(dir, e.Name()) {
+				continue
+			}
+			info, err := e.Info()
+			if errors.Is(err, fs.ErrNotExist) { // deleted meanwhile
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("walk chunks: %w", err)
+			}
+			if err := fn(id, info.Size(), info.ModTime()); err != nil {
+				return err
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return fmt.Errorf("walk chunks: %w", rerr)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// Close does nothing: every Put is durable when it returns.
+func (s *Store) Close() error { return nil }

@@ -1,0 +1,133 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stratafs/stratafs/data"
+	"github.com/stratafs/stratafs/data/storetest"
+)
+
+func open(t testing.TB, dir string) *Store {
+	t.Helper()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) data.Store { return open(t, t.TempDir()) })
+}
+
+// count returns how many chunks Walk sees.
+func count(t *testing.T, s *Store) int {
+	t.Helper()
+	n := 0
+	if err := s.Walk(context.Background(), func(data.ChunkID, int64, time.Time) error {
+		n++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestReopen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	want := storetest.Random(1, 3*64<<10+17)
+	w, err := data.Write(ctx, open(t, dir), bytes.NewReader(want), data.WriteOptions{ChunkSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, dir)
+	if n := count(t, s); n != 4 {
+		t.Fatalf("reopened store holds %d chunks, want 4", n)
+	}
+	r := data.NewReader(ctx, s, w.Manifest, 0, -1)
+	defer r.Close()
+	got, err := io.ReadAll(r)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read back after reopen: %d bytes, %v", len(got), err)
+	}
+	id := data.ChunkID(w.Manifest.Chunks[0].Id)
+	if _, err := os.Stat(filepath.Join(dir, "chunks", id.String()[:2], id.String())); err != nil {
+		t.Fatalf("chunk not where the layout says: %v", err)
+	}
+}
+
+// A Put failing mid-write (a full disk) leaves nothing behind: no chunk
+// under its name, no temporary file.
+func TestPutFails(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	s.write = func(f *os.File, b []byte) error {
+		if _, err := f.Write(b[:len(b)/2]); err != nil {
+			return err
+		}
+		return &fs.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC}
+	}
+	id := data.NewChunkID()
+	err := s.Put(context.Background(), id, storetest.Random(1, 1000))
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "put chunk "+id.String()) {
+		t.Fatalf("Put on a full disk: %v", err)
+	}
+	if _, err := s.ReadAt(context.Background(), id, make([]byte, 1), 0); !errors.Is(err, data.ErrNoSuchChunk) {
+		t.Fatalf("chunk of a failed Put: %v, want ErrNoSuchChunk", err)
+	}
+	if tmp, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(tmp) != 0 || count(t, s) != 0 {
+		t.Fatalf("failed Put left %d temporary files, %d chunks", len(tmp), count(t, s))
+	}
+}
+
+func TestOpenCleansTmp(t *testing.T) {
+	dir := t.TempDir()
+	open(t, dir)
+	stale, fresh := filepath.Join(dir, "tmp", "stale"), filepath.Join(dir, "tmp", "fresh")
+	for _, p := range []string{stale, fresh} {
+		if err := os.WriteFile(p, []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	open(t, dir)
+	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("stale temporary file survived Open: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("fresh temporary file (a Put in flight?) removed by Open: %v", err)
+	}
+}
+
+// Walk reports chunks only: not strays, nor chunks out of their place.
+func TestWalkSkipsStrays(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	if err := s.Put(context.Background(), data.NewChunkID(), []byte("chunk")); err != nil {
+		t.Fatal(err)
+	}
+	misplaced := "00" + strings.Repeat("1", 30)
+	for _, p := range []string{"ab/notes.txt", "11/" + misplaced, "ab/" + strings.ToUpper("ab"+strings.Repeat("c", 30))} {
+		if err := os.WriteFile(filepath.Join(dir, "chunks", p), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count(t, s); n != 1 {
+		t.Fatalf("Walk saw %d chunks, want 1", n)
+	}
+}
