@@ -1,0 +1,264 @@
+package object_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stratafs/stratafs/data"
+	"github.com/stratafs/stratafs/data/local"
+	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/meta/kv/mem"
+	"github.com/stratafs/stratafs/object"
+)
+
+const chunk = 64 << 10 // small chunks so multi-chunk objects stay small
+
+type fixture struct {
+	t    *testing.T
+	ctx  context.Context
+	svc  *object.Service
+	data *local.Store
+}
+
+func newFixture(t *testing.T, versioning meta.Versioning) *fixture {
+	t.Helper()
+	m := mem.New()
+	d, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close(); m.Close() })
+	f := &fixture{t: t, ctx: context.Background(), svc: object.New(m, d, object.Options{ChunkSize: chunk}), data: d}
+	if _, err := f.svc.CreateBucket(f.ctx, "bkt", ""); err != nil {
+		t.Fatal(err)
+	}
+	if versioning != meta.Unversioned {
+		if _, err := f.svc.SetVersioning(f.ctx, "bkt", versioning); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+func (f *fixture) put(key string, body []byte) *meta.Version {
+	f.t.Helper()
+	v, err := f.svc.Put(f.ctx, "bkt", key, bytes.NewReader(body), object.PutOptions{Size: int64(len(body))})
+	if err != nil {
+		f.t.Fatalf("put %s: %v", key, err)
+	}
+	return v
+}
+
+// read returns the bytes a GET serves, or the error.
+func (f *fixture) read(key, version string, off, n int64) ([]byte, error) {
+	obj, err := f.svc.Get(f.ctx, "bkt", key, version, off, n)
+	if err != nil {
+		return nil, err
+	}
+	defer obj.Body.Close()
+	return io.ReadAll(obj.Body)
+}
+
+func (f *fixture) mustRead(key, version string) []byte {
+	f.t.Helper()
+	b, err := f.read(key, version, 0, -1)
+	if err != nil {
+		f.t.Fatalf("get %s?versionId=%s: %v", key, version, err)
+	}
+	return b
+}
+
+// chunks counts the chunk files in the store.
+func (f *fixture) chunks() int {
+	f.t.Helper()
+	n := 0
+	if err := f.data.Walk(f.ctx, func(data.ChunkID, int64, time.Time) error { n++; return nil }); err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+func randBytes(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rand.IntN(256))
+	}
+	return b
+}
+
+func TestPutGetRoundTripsAndRanges(t *testing.T) {
+	f := newFixture(t, meta.Enabled)
+	for _, n := range []int{0, 1, 4096, 4097, chunk - 1, chunk, chunk + 1, 3*chunk + 17} {
+		body := randBytes(n)
+		key := fmt.Sprintf("obj-%d", n)
+		v := f.put(key, body)
+		if v.Size != int64(n) || v.ETag != fmt.Sprintf("%x", md5.Sum(body)) {
+			t.Fatalf("%s: size %d etag %s", key, v.Size, v.ETag)
+		}
+		if got := f.mustRead(key, ""); !bytes.Equal(got, body) {
+			t.Fatalf("%s: read back %d bytes differ", key, len(got))
+		}
+		for i := 0; i < 5 && n > 0; i++ {
+			off := rand.Int64N(int64(n))
+			ln := rand.Int64N(int64(n)-off) + 1
+			got, err := f.read(key, v.WireID(), off, ln)
+			if err != nil || !bytes.Equal(got, body[off:off+ln]) {
+				t.Fatalf("%s bytes %d+%d: %v", key, off, ln, err)
+			}
+		}
+		if _, err := f.read(key, "", int64(n)+1, -1); !errors.Is(err, meta.ErrInvalidRange) {
+			t.Fatalf("%s: range past the end: %v, want ErrInvalidRange", key, err)
+		}
+	}
+}
+
+func TestDeleteMarkersAcrossTheCore(t *testing.T) {
+	f := newFixture(t, meta.Enabled)
+	v1 := f.put("k", []byte("one"))
+	f.put("k", []byte("two"))
+	res, err := f.svc.Delete(f.ctx, "bkt", "k", object.DeleteOptions{})
+	if err != nil || !res.DeleteMarker || res.VersionID == "" {
+		t.Fatalf("delete = %+v, %v", res, err)
+	}
+	head, err := f.svc.Head(f.ctx, "bkt", "k", "")
+	if !errors.Is(err, meta.ErrNoSuchKey) || head == nil || head.WireID() != res.VersionID {
+		t.Fatalf("head of deleted key = %v, %v; want the marker and ErrNoSuchKey", head, err)
+	}
+	if _, err := f.svc.Head(f.ctx, "bkt", "k", res.VersionID); !errors.Is(err, meta.ErrDeleteMarker) {
+		t.Fatalf("head of the marker by id = %v, want ErrDeleteMarker", err)
+	}
+	if got := f.mustRead("k", v1.WireID()); string(got) != "one" {
+		t.Fatalf("old version reads %q", got)
+	}
+	// Deleting the marker un-deletes the key.
+	if _, err := f.svc.Delete(f.ctx, "bkt", "k", object.DeleteOptions{VersionID: res.VersionID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.mustRead("k", ""); string(got) != "two" {
+		t.Fatalf("after undelete the key reads %q, want two", got)
+	}
+}
+
+func TestUnversionedPutReplacesAndDeleteRemoves(t *testing.T) {
+	f := newFixture(t, meta.Unversioned)
+	f.put("k", []byte("one"))
+	v2 := f.put("k", []byte("two"))
+	if !v2.Null {
+		t.Fatal("a version in an unversioned bucket is not the null version")
+	}
+	page, err := f.svc.ListVersions(f.ctx, "bkt", meta.VersionListOptions{})
+	if err != nil || len(page.Versions) != 1 || string(f.mustRead("k", "null")) != "two" {
+		t.Fatalf("versions after two puts: %+v, %v", page, err)
+	}
+	res, err := f.svc.Delete(f.ctx, "bkt", "k", object.DeleteOptions{})
+	if err != nil || res.DeleteMarker {
+		t.Fatalf("delete = %+v, %v", res, err)
+	}
+	if _, err := f.svc.Head(f.ctx, "bkt", "k", ""); !errors.Is(err, meta.ErrNoSuchKey) {
+		t.Fatalf("head after delete: %v", err)
+	}
+	if err := f.svc.DeleteBucket(f.ctx, "bkt"); err != nil {
+		t.Fatalf("bucket not empty after deleting its only object: %v", err)
+	}
+}
+
+func TestCopyAndRenameShareChunks(t *testing.T) {
+	f := newFixture(t, meta.Enabled)
+	body := randBytes(2*chunk + 5)
+	src := f.put("src", body)
+	before := f.chunks()
+
+	repl := &object.Attrs{Content: meta.Content{Type: "text/plain"}, UserMeta: map[string]string{"color": "red"}}
+	cp, err := f.svc.Copy(f.ctx, "bkt", "src", "bkt", "copy", object.CopyOptions{SrcVersionID: src.WireID(), Replace: repl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp.ETag != src.ETag || cp.Content.Type != "text/plain" || cp.UserMeta["color"] != "red" || cp.ID == src.ID {
+		t.Fatalf("copy row = %+v", cp)
+	}
+	mv, err := f.svc.Rename(f.ctx, "bkt", "copy", "moved", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mv.UserMeta["color"] != "red" {
+		t.Fatalf("rename dropped metadata: %+v", mv.UserMeta)
+	}
+	if got := f.chunks(); got != before {
+		t.Fatalf("copy and rename wrote chunks: %d before, %d after", before, got)
+	}
+	if got := f.mustRead("moved", ""); !bytes.Equal(got, body) {
+		t.Fatal("renamed object reads back different bytes")
+	}
+	if _, err := f.svc.Head(f.ctx, "bkt", "copy", ""); !errors.Is(err, meta.ErrNoSuchKey) {
+		t.Fatalf("rename source still visible: %v", err)
+	}
+	if _, err := f.svc.Rename(f.ctx, "bkt", "nope", "x", ""); !meta.IsNotFound(err) {
+		t.Fatalf("rename of a missing key: %v", err)
+	}
+}
+
+func TestBadInputChangesNothing(t *testing.T) {
+	f := newFixture(t, meta.Enabled)
+	f.put("keep", []byte("kept"))
+	chunksBefore := f.chunks()
+	big := randBytes(2 * chunk)
+	cases := []struct {
+		name   string
+		bucket string
+		key    string
+		o      object.PutOptions
+		want   error
+	}{
+		{"no such bucket", "nope", "k", object.PutOptions{Size: -1}, meta.ErrNoSuchBucket},
+		{"empty key", "bkt", "", object.PutOptions{Size: -1}, meta.ErrInvalidKey},
+		{"key too long", "bkt", string(randLetters(1025)), object.PutOptions{Size: -1}, meta.ErrInvalidKey},
+		{"key not utf-8", "bkt", "a\xffb", object.PutOptions{Size: -1}, meta.ErrInvalidKey},
+		{"bad digest", "bkt", "k", object.PutOptions{Size: -1, MD5: make([]byte, 16)}, meta.ErrBadDigest},
+		{"short body", "bkt", "k", object.PutOptions{Size: int64(len(big)) + 1}, meta.ErrIncompleteBody},
+		{"failed check", "bkt", "keep", object.PutOptions{Size: -1, Check: func(*meta.Version) error { return meta.ErrPreconditionFailed }}, meta.ErrPreconditionFailed},
+	}
+	for _, c := range cases {
+		_, err := f.svc.Put(f.ctx, c.bucket, c.key, bytes.NewReader(big), c.o)
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: err = %v, want %v", c.name, err, c.want)
+		}
+	}
+	if _, err := f.svc.Head(f.ctx, "bkt", "k", ""); !errors.Is(err, meta.ErrNoSuchKey) {
+		t.Errorf("a failed put left key k: %v", err)
+	}
+	if got := f.mustRead("keep", ""); string(got) != "kept" {
+		t.Errorf("a failed put changed keep: %q", got)
+	}
+	if got := f.chunks(); got != chunksBefore {
+		t.Errorf("failed puts left %d chunks behind", got-chunksBefore)
+	}
+	for _, id := range []string{"xyz", "0123456789abcdef0123456789abcdef"} {
+		if _, err := f.read("keep", id, 0, -1); err == nil {
+			t.Errorf("get with version %q succeeded", id)
+		}
+	}
+}
+
+func TestCorruptManifestIsAClearError(t *testing.T) {
+	f := newFixture(t, meta.Enabled)
+	v := f.put("k", randBytes(chunk+1))
+	v.Manifest = []byte{0xff, 0xff, 0xff}
+	if _, _, err := f.svc.Open(f.ctx, v, 0, -1); !errors.Is(err, data.ErrCorrupt) {
+		t.Fatalf("open with a corrupt manifest: %v, want data.ErrCorrupt", err)
+	}
+}
+
+func randLetters(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 'a' + byte(rand.IntN(26))
+	}
+	return b
+}
