@@ -9,11 +9,12 @@ import (
 	"github.com/stratafs/stratafs/meta"
 )
 
-// maxBatch bounds the rows one read transaction fetches. An iterator never
-// holds a transaction open between calls: it reads a batch, decodes it and
-// lets go, so a slow consumer pins no snapshot (and no bbolt mmap).
-// Batches start at one row and double: meta.Latest reads one row of a
-// scan, listings quickly reach full batches.
+// maxBatch bounds the entries one read transaction fetches. An iterator
+// never holds a transaction open between calls: it copies a batch of raw
+// entries and lets go, so a slow consumer pins no snapshot (and no bbolt
+// mmap). Batches start at one entry and double: meta.Latest reads one row
+// of a scan, listings soon reach full batches. Entries are decoded only
+// when Next reaches them, so rows a Seek skips cost a copy, not a decode.
 const maxBatch = 128
 
 // Scan returns an iterator over the bucket's rows; a live scan reads the C
@@ -34,68 +35,69 @@ type iter struct {
 	live       bool
 	start, end []byte // the scan's range
 
-	// buf holds the rows read in [from, pos); pos is where the next read
-	// starts, and equals end once the range is exhausted.
-	buf       []*meta.Version
+	// The batch: the entries read in [from, pos), copied into arena. pos
+	// is where the next read starts; it equals end once the range is
+	// exhausted.
+	arena     []byte
+	ents      []entry
 	from, pos []byte
-	i         int // next row of buf
-	batch     int // rows the next read fetches
+	i         int // next entry
+	batch     int // entries the next read fetches
 	cur       *meta.Version
 	err       error
 	closed    bool
 }
+
+// entry locates one key and value in the arena.
+type entry struct{ k, v, end int }
+
+func (it *iter) key(i int) []byte { return it.arena[it.ents[i].k:it.ents[i].v] }
 
 func (it *iter) Next() bool {
 	it.cur = nil
 	if it.err != nil || it.closed {
 		return false
 	}
-	if it.i == len(it.buf) {
+	if it.i == len(it.ents) {
 		if bytes.Compare(it.pos, it.end) >= 0 {
 			return false
 		}
-		it.fill()
-		if it.i == len(it.buf) {
+		if it.fill(); it.i == len(it.ents) {
 			return false
 		}
 	}
-	it.cur = it.buf[it.i]
+	e := it.ents[it.i]
 	it.i++
+	v, err := it.decode(it.arena[e.k:e.v], it.arena[e.v:e.end])
+	if err != nil {
+		it.err = fmt.Errorf("scan %s: %w", it.b.Name, err)
+		return false
+	}
+	it.cur = v
 	return true
 }
 
 // fill reads the next batch from pos.
 func (it *iter) fill() {
 	it.from, it.i = it.pos, 0
-	var last []byte
 	err := it.e.View(it.ctx, func(tx Txn) error {
-		it.buf, last = it.buf[:0], nil
-		var derr error
-		err := tx.Scan(it.from, it.end, func(k, v []byte) bool {
-			var row *meta.Version
-			if row, derr = it.decode(k, v); derr != nil {
-				return false
-			}
-			it.buf = append(it.buf, row)
-			if len(it.buf) < it.batch {
-				return true
-			}
-			last = append(make([]byte, 0, len(k)+1), k...)
-			return false
+		it.arena, it.ents = it.arena[:0], it.ents[:0]
+		return tx.Scan(it.from, it.end, func(k, v []byte) bool {
+			e := entry{k: len(it.arena), v: len(it.arena) + len(k)}
+			it.arena = append(append(it.arena, k...), v...)
+			e.end = len(it.arena)
+			it.ents = append(it.ents, e)
+			return len(it.ents) < it.batch
 		})
-		if err != nil {
-			return err
-		}
-		return derr
 	})
-	if err != nil {
-		it.buf, it.err = it.buf[:0], fmt.Errorf("scan %s: %w", it.b.Name, err)
-		return
-	}
-	if last == nil {
+	switch {
+	case err != nil:
+		it.ents, it.err = it.ents[:0], fmt.Errorf("scan %s: %w", it.b.Name, err)
+	case len(it.ents) < it.batch:
 		it.pos = it.end
-	} else {
-		it.pos = append(last, 0) // the least key after last
+	default:
+		last := it.key(len(it.ents) - 1)
+		it.pos = append(append(make([]byte, 0, len(last)+1), last...), 0) // the least key after last
 	}
 	it.batch = min(2*it.batch, maxBatch)
 }
@@ -118,7 +120,7 @@ func (it *iter) decode(k, v []byte) (*meta.Version, error) {
 
 func (it *iter) Version() *meta.Version { return it.cur }
 
-// Seek repositions the iterator. A target inside what the current batch
+// Seek repositions the iterator. A target inside the range the batch
 // covers is found in the batch (a live view over a history scan seeks past
 // every key's old rows, and those usually sit in the batch already);
 // otherwise the batch is dropped and the next read starts at the target.
@@ -140,21 +142,15 @@ func (it *iter) Seek(key string, id meta.VersionID) {
 		t = it.end
 	}
 	if bytes.Compare(t, it.from) >= 0 && bytes.Compare(t, it.pos) < 0 {
-		it.i = sort.Search(len(it.buf), func(j int) bool {
-			v := it.buf[j]
-			if it.live || v.Key != key {
-				return v.Key >= key
-			}
-			return v.ID.Compare(id) >= 0
-		})
+		it.i = sort.Search(len(it.ents), func(j int) bool { return bytes.Compare(it.key(j), t) >= 0 })
 		return
 	}
-	it.buf, it.i, it.from, it.pos = it.buf[:0], 0, t, t
+	it.ents, it.i, it.from, it.pos = it.ents[:0], 0, t, t
 }
 
 func (it *iter) Err() error { return it.err }
 
 func (it *iter) Close() error {
-	it.closed, it.buf, it.cur = true, nil, nil
+	it.closed, it.arena, it.ents, it.cur = true, nil, nil, nil
 	return nil
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -357,5 +359,63 @@ func TestScanBatches(t *testing.T) {
 		it.Seek("k250", all[751].ID) // a live scan ignores the id
 		step(at(750))
 		step(at(753))
+	})
+}
+
+// TestSeekModel checks random walks of Next and Seek against positions
+// computed on the full scan, for history and live scans under a prefix.
+func TestSeekModel(t *testing.T) {
+	each(t, meta.Enabled, func(t *testing.T, s meta.Store, b meta.Bucket) {
+		ctx := context.Background()
+		r := rand.New(rand.NewPCG(3, 4))
+		c := &clock{t: time.Now()}
+		var keys []string
+		var ms []meta.Mutation
+		for i := range 400 {
+			key := fmt.Sprintf("p%d\x00%d", i%3, i)
+			keys = append(keys, key, key+"\x00", meta.PrefixEnd(key))
+			for range r.IntN(4) {
+				ms = append(ms, meta.Mutation{Key: key, Put: c.row(key)})
+			}
+			if r.IntN(4) == 0 {
+				ms = append(ms, meta.Mutation{Key: key, Put: &meta.Version{Key: key, ID: c.id(), DeleteMarker: true}})
+			}
+		}
+		commit(t, s, b, ms...)
+		for _, o := range []meta.ScanOptions{{Prefix: "p1"}, {Prefix: "p1", Live: true}, {}} {
+			rows := collect(t, s.Scan(ctx, b, o))
+			var ids []meta.VersionID
+			for _, v := range rows {
+				ids = append(ids, v.ID)
+			}
+			it := s.Scan(ctx, b, o)
+			p := 0
+			for step := range 3000 {
+				if r.IntN(8) == 0 {
+					key, id := keys[r.IntN(len(keys))], meta.VersionID{}
+					if r.IntN(2) == 0 {
+						id = ids[r.IntN(len(ids))]
+					}
+					it.Seek(key, id)
+					p, _ = slices.BinarySearchFunc(rows, key, func(v *meta.Version, _ string) int {
+						if v.Key != key {
+							return strings.Compare(v.Key, key)
+						}
+						if o.Live {
+							return 0
+						}
+						return v.ID.Compare(id)
+					})
+					continue
+				}
+				if ok := it.Next(); ok != (p < len(rows)) || ok && it.Version().ID != rows[p].ID {
+					t.Fatalf("%+v step %d: Next = %v, want row %d of %d", o, step, ok, p, len(rows))
+				}
+				p = min(p+1, len(rows))
+			}
+			if err := it.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
 	})
 }

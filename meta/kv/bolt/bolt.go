@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -41,29 +42,128 @@ func Open(path string) (meta.Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open meta store at %s: %w", path, err)
 	}
-	return kv.New(engine{db}), nil
+	return kv.New(&engine{db: db}), nil
 }
 
-type engine struct{ db *bbolt.DB }
+type engine struct {
+	db *bbolt.DB
 
-// Update runs fn through bbolt's Batch: concurrent commits share one
-// transaction and so one fsync. Batch may run fn several times, which
-// kv.Engine allows.
-func (e engine) Update(ctx context.Context, fn func(kv.Txn) error) error {
+	mu      sync.Mutex
+	queue   []*call // updates waiting for the next transaction
+	leading bool    // a writer is committing
+}
+
+// A call is one Update waiting in the queue.
+type call struct {
+	fn   func(*bbolt.Tx) error
+	done chan error // its result, or errLead
+}
+
+// errLead tells a queued call that it leads the next transaction.
+var errLead = errors.New("lead the next transaction")
+
+// panicked carries a panic out of the transaction that ran a call's fn, to
+// be raised again in the goroutine that made the call.
+type panicked struct{ v any }
+
+func (p panicked) Error() string { return fmt.Sprint("panic in transaction: ", p.v) }
+
+// Update commits fn together with whatever other updates are waiting:
+// group commit, so concurrent writers share a transaction and its fsync.
+// A writer arriving while no one commits leads: it takes the queue, runs
+// every call in one bbolt transaction, delivers the results and hands the
+// lead to the first call queued meanwhile. No one waits on a timer: alone,
+// an update costs one transaction; under load, a transaction carries every
+// update that arrived during the previous one. (bbolt's DB.Batch holds
+// each batch for MaxBatchDelay first; see package kv's doc for what that
+// cost.)
+func (e *engine) Update(ctx context.Context, fn func(kv.Txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return e.db.Batch(func(tx *bbolt.Tx) error { return fn(txn{tx.Bucket(records)}) })
+	c := &call{
+		fn:   func(tx *bbolt.Tx) error { return fn(txn{tx.Bucket(records)}) },
+		done: make(chan error, 1),
+	}
+	e.mu.Lock()
+	e.queue = append(e.queue, c)
+	lead := !e.leading
+	e.leading = true
+	e.mu.Unlock()
+	if !lead {
+		if err := <-c.done; err != errLead {
+			return result(err)
+		}
+	}
+
+	e.mu.Lock()
+	batch := e.queue
+	e.queue = nil
+	e.mu.Unlock()
+	e.commit(batch)
+	e.mu.Lock()
+	if len(e.queue) > 0 {
+		e.queue[0].done <- errLead
+	} else {
+		e.leading = false
+	}
+	e.mu.Unlock()
+	return result(<-c.done)
 }
 
-func (e engine) View(ctx context.Context, fn func(kv.Txn) error) error {
+// result re-raises a panic of the caller's own fn.
+func result(err error) error {
+	if p, ok := err.(panicked); ok {
+		panic(p.v)
+	}
+	return err
+}
+
+// commit runs the calls in one transaction and delivers their results. A
+// call whose fn fails gets its error, having seen the writes of the calls
+// before it (a valid order: they commit); the transaction is rolled back
+// and the others run again without it.
+func (e *engine) commit(batch []*call) {
+	for len(batch) > 0 {
+		failed := -1
+		err := e.db.Update(func(tx *bbolt.Tx) error {
+			for i, c := range batch {
+				if err := protect(c.fn, tx); err != nil {
+					failed = i
+					return err
+				}
+			}
+			return nil
+		})
+		if failed < 0 {
+			for _, c := range batch {
+				c.done <- err
+			}
+			return
+		}
+		batch[failed].done <- err
+		batch = append(batch[:failed], batch[failed+1:]...)
+	}
+}
+
+// protect runs fn, turning a panic into a panicked error.
+func protect(fn func(*bbolt.Tx) error, tx *bbolt.Tx) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = panicked{v}
+		}
+	}()
+	return fn(tx)
+}
+
+func (e *engine) View(ctx context.Context, fn func(kv.Txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return e.db.View(func(tx *bbolt.Tx) error { return fn(txn{tx.Bucket(records)}) })
 }
 
-func (e engine) Close() error { return e.db.Close() }
+func (e *engine) Close() error { return e.db.Close() }
 
 type txn struct{ b *bbolt.Bucket }
 
