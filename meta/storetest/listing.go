@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -63,57 +64,107 @@ func entryNames(es []entry, withIDs bool) []string {
 	return names(objs, cps, withIDs)
 }
 
-// pages returns how many pages of size entries n entries take.
-func pages(n, size int) int { return max(1, (n+size-1)/size) }
+// expectPaging checks the outcome of paging through a listing with
+// MaxKeys size: every entry of want met exactly once, in as few pages as
+// size allows.
+func (e *env) expectPaging(call string, got []string, pages int, want []entry, size int, withIDs bool) {
+	e.t.Helper()
+	slices.Sort(got)
+	w := entryNames(want, withIDs)
+	if n := max(1, (len(want)+pageSize(size)-1)/pageSize(size)); !slices.Equal(got, w) || pages != n {
+		e.t.Fatalf("%s max %d paged through %q in %d pages, want %q in %d", call, size, got, pages, w, n)
+	}
+}
 
-func testPagingList(e *env) {
+// expectListPaging pages through meta.List from the start of o, checking
+// each page against the model, and then the whole.
+func (e *env) expectListPaging(o meta.ListOptions) {
+	e.t.Helper()
+	want := entries(e.m.live(meta.VersionID{}), o.Prefix, o.Delimiter)
+	var got []string
+	n := 1
+	for ; ; n++ {
+		res := e.expectList(o)
+		got = append(got, names(res.Objects, res.CommonPrefixes, false)...)
+		if !res.IsTruncated || n > len(want) {
+			break
+		}
+		o.After = res.Next
+	}
+	e.expectPaging(fmt.Sprintf("List(prefix %q delimiter %q)", o.Prefix, o.Delimiter), got, n, want, o.MaxKeys, false)
+}
+
+// expectVersionPaging is expectListPaging for meta.ListVersions.
+func (e *env) expectVersionPaging(o meta.VersionListOptions) {
+	e.t.Helper()
+	want := entries(e.m.rows, o.Prefix, o.Delimiter)
+	var got []string
+	n := 1
+	for ; ; n++ {
+		res := e.expectVersions(o)
+		var rows []*meta.Version
+		for _, v := range res.Versions {
+			rows = append(rows, v.Version)
+		}
+		got = append(got, names(rows, res.CommonPrefixes, true)...)
+		if !res.IsTruncated || n > len(want) {
+			break
+		}
+		o.KeyMarker, o.VersionIDMarker = res.NextKeyMarker, res.NextVersionIDMarker
+	}
+	e.expectPaging(fmt.Sprintf("ListVersions(prefix %q delimiter %q)", o.Prefix, o.Delimiter), got, n, want, o.MaxKeys, true)
+}
+
+// testPaging pages through both listings with every page size from 1 to
+// one more than there are entries, so that pages end on every entry: on
+// each row of a key, each common prefix, before and after null rows.
+func testPaging(e *env) {
 	for _, delim := range []string{"", "/"} {
-		want := entries(e.m.live(meta.VersionID{}), "", delim)
-		for size := 1; size <= len(want)+1; size++ {
-			o := meta.ListOptions{Delimiter: delim, MaxKeys: size}
-			var got []string
-			n := 0
-			for {
-				res := e.expectList(o)
-				got = append(got, names(res.Objects, res.CommonPrefixes, false)...)
-				if n++; !res.IsTruncated || n > len(want) {
-					break
-				}
-				o.After = res.Next
-			}
-			if w := entryNames(want, false); !slices.Equal(got, w) || n != pages(len(want), size) {
-				e.t.Fatalf("List delimiter %q max %d paged through %q in %d pages, want %q in %d",
-					delim, size, got, n, w, pages(len(want), size))
-			}
+		for size := 1; size <= len(entries(e.m.live(meta.VersionID{}), "", delim))+1; size++ {
+			e.expectListPaging(meta.ListOptions{Delimiter: delim, MaxKeys: size})
+		}
+		for size := 1; size <= len(entries(e.m.rows, "", delim))+1; size++ {
+			e.expectVersionPaging(meta.VersionListOptions{Delimiter: delim, MaxKeys: size})
 		}
 	}
 }
 
-func testPagingVersions(e *env) {
-	for _, delim := range []string{"", "/"} {
-		want := entries(e.m.rows, "", delim)
-		for size := 1; size <= len(want)+1; size++ {
-			o := meta.VersionListOptions{Delimiter: delim, MaxKeys: size}
-			var got []string
-			n := 0
-			for {
-				res := e.expectVersions(o)
-				var rows []*meta.Version
-				for _, v := range res.Versions {
-					rows = append(rows, v.Version)
-				}
-				got = append(got, names(rows, res.CommonPrefixes, true)...)
-				if n++; !res.IsTruncated || n > len(want) {
-					break
-				}
-				o.KeyMarker, o.VersionIDMarker = res.NextKeyMarker, res.NextVersionIDMarker
-			}
-			slices.Sort(got)
-			if w := entryNames(want, true); !slices.Equal(got, w) || n != pages(len(want), size) {
-				e.t.Fatalf("ListVersions delimiter %q max %d paged through %q in %d pages, want %q in %d",
-					delim, size, got, n, w, pages(len(want), size))
-			}
-		}
+// testLarge has more rows than a page holds and than a backend reads at
+// once, written in a few large commits: 1100 live keys, a key with 300
+// versions and 200 deleted keys.
+func testLarge(t *testing.T, open Opener) {
+	e := newEnv(t, open, meta.Enabled)
+	var ms []meta.Mutation
+	for i := range 1100 {
+		ms = append(ms, meta.PutMutation(e.b, e.row(fmt.Sprintf("many/%04d", i))))
+	}
+	for range 300 {
+		ms = append(ms, meta.PutMutation(e.b, e.row("deep")))
+	}
+	for i := range 200 {
+		k := fmt.Sprintf("gone/%03d", i)
+		m, _ := meta.DeleteMutation(e.b, k, "", e.tick())
+		ms = append(ms, meta.PutMutation(e.b, e.row(k)), m)
+	}
+	for c := range slices.Chunk(ms, 250) {
+		e.mustCommit(c...)
+	}
+	e.expectState()
+	for _, size := range []int{999, 1000, 1001, 5000} {
+		e.expectList(meta.ListOptions{MaxKeys: size})
+		e.expectVersions(meta.VersionListOptions{MaxKeys: size})
+	}
+	for _, o := range []meta.ListOptions{{}, {MaxKeys: 129}, {Prefix: "many/", MaxKeys: 333}, {Delimiter: "/", MaxKeys: 1}} {
+		e.expectListPaging(o)
+	}
+	for _, o := range []meta.VersionListOptions{{}, {MaxKeys: 128}, {MaxKeys: 129}, {Prefix: "deep", MaxKeys: 7}, {Delimiter: "/", MaxKeys: 2}} {
+		e.expectVersionPaging(o)
+	}
+	deep := e.m.key("deep")
+	for _, v := range []*meta.Version{deep[0], deep[150], deep[299]} {
+		e.expectAsOf(v.ID.Time(), meta.ListOptions{})
+		e.expectAsOf(v.ID.Time(), meta.ListOptions{Prefix: "deep"})
+		e.expectVersions(meta.VersionListOptions{KeyMarker: "deep", VersionIDMarker: v.ID.String()})
 	}
 }
 

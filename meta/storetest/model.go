@@ -160,19 +160,24 @@ type page struct {
 	truncated bool
 }
 
-// cut drops the leading entries skip reports and keeps at most max of the
-// rest (max ≤ 0 or above meta.MaxListKeys meaning meta.MaxListKeys).
+// cut drops the leading entries skip reports and keeps a page of MaxKeys
+// max of the rest.
 func cut(es []entry, skip func(entry) bool, max int) page {
 	for len(es) > 0 && skip(es[0]) {
 		es = es[1:]
 	}
-	if max <= 0 || max > meta.MaxListKeys {
-		max = meta.MaxListKeys
+	if n := pageSize(max); len(es) > n {
+		return page{entries: es[:n], truncated: true}
 	}
-	if len(es) <= max {
-		return page{entries: es}
+	return page{entries: es}
+}
+
+// pageSize is the number of entries a page of MaxKeys n holds.
+func pageSize(n int) int {
+	if n <= 0 || n > meta.MaxListKeys {
+		return meta.MaxListKeys
 	}
-	return page{entries: es[:max], truncated: true}
+	return n
 }
 
 // list is the page meta.List (at zero) or meta.ListAsOf should return.

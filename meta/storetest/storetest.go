@@ -51,8 +51,7 @@ var cases = []struct {
 	{"Errors", testErrors},
 	{"InvalidKeys", testInvalidKeys},
 	{"Paging", shared(pagingFixture,
-		subcase{"List", testPagingList},
-		subcase{"Versions", testPagingVersions},
+		subcase{"EveryPageSize", testPaging},
 		subcase{"VersionMarkers", testVersionMarkers},
 		subcase{"RemovedMarker", testRemovedMarker}, // changes the fixture: last
 	)},
@@ -64,6 +63,7 @@ var cases = []struct {
 		subcase{"Seek", testSeek},
 	)},
 	{"DeletedPrefix", testDeletedPrefix},
+	{"Large", testLarge},
 	{"AsOf", testAsOf},
 	{"Concurrency/Puts", testConcurrentPuts},
 	{"Concurrency/NullRace", testConcurrentNull},

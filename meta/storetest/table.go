@@ -131,7 +131,7 @@ func testSemantics(t *testing.T, open Opener) {
 }
 
 // expectKey checks k's rows, read straight from the backend, against the
-// labels of want, and that every other labelled row is gone.
+// labels of want, that every other labelled row is gone, and GET latest.
 func (e *env) expectKey(rows map[string]*meta.Version, want []string) {
 	e.t.Helper()
 	got, err := drain(e.s.Scan(e.ctx, e.b, meta.ScanOptions{Prefix: "k"}))
@@ -155,4 +155,5 @@ func (e *env) expectKey(rows map[string]*meta.Version, want []string) {
 			e.expectGone("k", v.ID)
 		}
 	}
+	e.expectLatest("k") // ErrNoSuchKey when k has no rows, though "kk" has
 }
