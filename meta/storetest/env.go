@@ -289,13 +289,11 @@ func (e *env) expectVersions(o meta.VersionListOptions) *meta.VersionListResult 
 			cps = append(cps, en.prefix)
 		}
 	}
-	got := make([]*meta.Version, len(res.Versions))
 	var gotLatest []bool
-	for i, v := range res.Versions {
-		got[i] = v.Version
+	for _, v := range res.Versions {
 		gotLatest = append(gotLatest, v.IsLatest)
 	}
-	e.expectRows(call+".Versions", got, rows)
+	e.expectRows(call+".Versions", versionRows(res), rows)
 	if !slices.Equal(gotLatest, latest) {
 		e.t.Fatalf("%s: IsLatest = %v, want %v", call, gotLatest, latest)
 	}
@@ -315,6 +313,15 @@ func (e *env) expectVersions(o meta.VersionListOptions) *meta.VersionListResult 
 			call, res.IsTruncated, res.NextKeyMarker, res.NextVersionIDMarker, want.truncated, key, id)
 	}
 	return res
+}
+
+// versionRows returns the rows of a versions page.
+func versionRows(res *meta.VersionListResult) []*meta.Version {
+	out := make([]*meta.Version, len(res.Versions))
+	for i, v := range res.Versions {
+		out[i] = v.Version
+	}
+	return out
 }
 
 // drain reads an iterator to its end and closes it.

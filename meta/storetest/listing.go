@@ -102,11 +102,7 @@ func (e *env) expectVersionPaging(o meta.VersionListOptions) {
 	n := 1
 	for ; ; n++ {
 		res := e.expectVersions(o)
-		var rows []*meta.Version
-		for _, v := range res.Versions {
-			rows = append(rows, v.Version)
-		}
-		got = append(got, names(rows, res.CommonPrefixes, true)...)
+		got = append(got, names(versionRows(res), res.CommonPrefixes, true)...)
 		if !res.IsTruncated || n > len(want) {
 			break
 		}
@@ -187,8 +183,9 @@ func testVersionMarkers(e *env) {
 		{meta.VersionListOptions{KeyMarker: "b", VersionIDMarker: "null"}, e.m.head("c"), true},
 	} {
 		res := e.expectVersions(m.o)
-		if len(res.Versions) == 0 || res.Versions[0].Version.ID != m.first.ID || res.Versions[0].IsLatest != m.latest {
-			e.t.Fatalf("ListVersions(%+v) starts with %v, want %s latest %v", m.o, res.Versions, show(m.first), m.latest)
+		if len(res.Versions) == 0 || res.Versions[0].ID != m.first.ID || res.Versions[0].IsLatest != m.latest {
+			e.t.Fatalf("ListVersions(key-marker %q version-id-marker %q delimiter %q) = %s, want it to start with %s latest %v",
+				m.o.KeyMarker, m.o.VersionIDMarker, m.o.Delimiter, rowIDs(versionRows(res)), rowIDs([]*meta.Version{m.first}), m.latest)
 		}
 	}
 	_, err := meta.ListVersions(e.ctx, e.s, e.b, meta.VersionListOptions{VersionIDMarker: a[0].ID.String()})

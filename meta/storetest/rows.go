@@ -72,7 +72,7 @@ func testCheck(t *testing.T, open Opener) {
 			e := newEnv(t, open, c.state)
 			e.put("kk")
 			head := c.fill(e)
-			var seen []*meta.Version
+			var seen []*meta.Version // heads passed to Check: once by the model, then by the store
 			check := func(err error) func(*meta.Version) error {
 				return func(h *meta.Version) error {
 					seen = append(seen, h)
@@ -86,8 +86,8 @@ func testCheck(t *testing.T, open Opener) {
 						t.Fatalf("Check saw head %s, want %s", show(h), show(head))
 					}
 				}
-				if len(seen) == 0 {
-					t.Fatal("Check was not called")
+				if len(seen) < 2 {
+					t.Fatal("the store did not call Check")
 				}
 				seen = nil
 			}
@@ -109,21 +109,21 @@ func testCheck(t *testing.T, open Opener) {
 func testErrors(t *testing.T, open Opener) {
 	e := newEnv(t, open, meta.Enabled)
 	e.put("j")
-	e.put("k")
+	older := e.put("k")
 	e.put("k")
 	e.put("k/")
 	stranger := e.put("kk")
 	e.del("kk")
 
-	unknown := []meta.VersionID{meta.NewVersionID(e.tick()), stranger.ID, meta.AsOf(e.now), {}}
-	for _, id := range unknown[:3] {
+	// Ids of no row of k: fresh, another key's, and one between k's rows.
+	for _, id := range []meta.VersionID{meta.NewVersionID(e.tick()), stranger.ID, meta.AsOf(older.ID.Time().Add(time.Second / 2))} {
 		e.commit(meta.Mutation{Key: "k", Delete: id})
 		e.commit(meta.Mutation{Key: "k", Delete: id, Put: e.row("k")})
 		e.commit(meta.PutMutation(e.b, e.row("new")), meta.Mutation{Key: "k", Delete: id})
 		e.expectGone("k", id)
 		e.expectGone("missing", id)
 	}
-	e.expectGone("k", unknown[3])
+	e.expectGone("k", meta.VersionID{})
 	e.expectNull("k")
 	e.expectLatest("missing")
 	e.expectLatest("k/x")
