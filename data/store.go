@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -30,7 +31,8 @@ func (id ChunkID) String() string { return hex.EncodeToString(id[:]) }
 // ParseChunkID parses the 32-character hex form.
 func ParseChunkID(s string) (ChunkID, error) {
 	var id ChunkID
-	if len(s) != 32 {
+	// Only the lowercase form String prints: one id, one spelling.
+	if len(s) != 32 || strings.ToLower(s) != s {
 		return id, fmt.Errorf("chunk id %q: %w", s, ErrCorrupt)
 	}
 	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
