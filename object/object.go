@@ -29,9 +29,10 @@ type Options struct {
 
 // Service is the core. It is safe for concurrent use.
 type Service struct {
-	meta meta.Store
-	data data.Store
-	opts Options
+	meta     meta.Store
+	data     data.Store
+	opts     Options
+	watchers watchers
 }
 
 // New returns a Service over a meta store and a chunk store. It takes
@@ -145,11 +146,31 @@ func (s *Service) commitWritten(ctx context.Context, b meta.Bucket, key string, 
 	if o.MD5 != nil && string(o.MD5) != string(w.MD5[:]) {
 		return nil, meta.ErrBadDigest
 	}
-	man, err := data.EncodeManifest(w.Manifest)
+	return s.putRow(ctx, b, key, w.Manifest, fmt.Sprintf("%x", w.MD5), o)
+}
+
+// PutManifest commits a new version of key whose bytes are already
+// durable in the chunk store, as m describes them. The mount uses it to
+// commit an edited file that shares its untouched chunks with the previous
+// version; etag is the version's ETag. o.Size and o.MD5 are not consulted.
+func (s *Service) PutManifest(ctx context.Context, bucket, key string, m *data.Manifest, etag string, o PutOptions) (*meta.Version, error) {
+	b, err := s.target(ctx, bucket, key)
 	if err != nil {
 		return nil, err
 	}
-	v := &meta.Version{Key: key, Size: w.Size, ETag: fmt.Sprintf("%x", w.MD5), Manifest: man}
+	v, err := s.putRow(ctx, b, key, m, etag, o)
+	if err != nil {
+		return nil, fmt.Errorf("put %s/%s: %w", bucket, key, err)
+	}
+	return v, nil
+}
+
+func (s *Service) putRow(ctx context.Context, b meta.Bucket, key string, m *data.Manifest, etag string, o PutOptions) (*meta.Version, error) {
+	man, err := data.EncodeManifest(m)
+	if err != nil {
+		return nil, err
+	}
+	v := &meta.Version{Key: key, Size: m.GetSize(), ETag: etag, Manifest: man}
 	o.apply(v)
 	if err := s.commit(ctx, b, v, o.Check); err != nil {
 		return nil, err
@@ -157,12 +178,23 @@ func (s *Service) commitWritten(ctx context.Context, b meta.Bucket, key string, 
 	return v, nil
 }
 
-// commit stamps v with a fresh id and writes it per the semantics table.
+// commit stamps v with a fresh id and writes it per the semantics table,
+// together with any further mutations, in one meta-store commit.
 func (s *Service) commit(ctx context.Context, b meta.Bucket, v *meta.Version, check func(*meta.Version) error, also ...meta.Mutation) error {
 	v.ID = meta.NewVersionID(s.now())
 	m := meta.PutMutation(b, v)
 	m.Check = check
-	return s.meta.Commit(ctx, b, append([]meta.Mutation{m}, also...)...)
+	return s.apply(ctx, b, append([]meta.Mutation{m}, also...)...)
+}
+
+// apply is the one place the core commits: it writes the mutations and
+// then tells the watchers which keys changed.
+func (s *Service) apply(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) error {
+	if err := s.meta.Commit(ctx, b, ms...); err != nil {
+		return err
+	}
+	s.notify(b.Name, ms)
+	return nil
 }
 
 // discard deletes the chunks of a body whose row never committed. A
@@ -280,7 +312,7 @@ func (s *Service) Delete(ctx context.Context, bucket, key string, o DeleteOption
 	versionID := o.VersionID
 	if versionID == "" {
 		m, marker := meta.DeleteMutation(b, key, o.Owner, s.now())
-		if err := s.meta.Commit(ctx, b, m); err != nil {
+		if err := s.apply(ctx, b, m); err != nil {
 			return DeleteResult{}, fmt.Errorf("delete %s/%s: %w", bucket, key, err)
 		}
 		if marker == nil {
@@ -292,7 +324,7 @@ func (s *Service) Delete(ctx context.Context, bucket, key string, o DeleteOption
 	if err != nil {
 		return DeleteResult{}, fmt.Errorf("delete %s/%s?versionId=%s: %w", bucket, key, versionID, err)
 	}
-	if err := s.meta.Commit(ctx, b, meta.Mutation{Key: key, Delete: v.ID}); err != nil {
+	if err := s.apply(ctx, b, meta.Mutation{Key: key, Delete: v.ID}); err != nil {
 		return DeleteResult{}, fmt.Errorf("delete %s/%s?versionId=%s: %w", bucket, key, versionID, err)
 	}
 	return DeleteResult{VersionID: v.WireID(), DeleteMarker: v.DeleteMarker}, nil

@@ -262,3 +262,50 @@ func randLetters(n int) []byte {
 	}
 	return b
 }
+
+func TestWatchSeesEveryCommittedKey(t *testing.T) {
+	f := newFixture(t, meta.Enabled)
+	var got []object.Change
+	cancel := f.svc.Watch(func(c object.Change) { got = append(got, c) })
+	f.put("a", []byte("x"))
+	if _, err := f.svc.Rename(f.ctx, "bkt", "a", "b", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Delete(f.ctx, "bkt", "b", object.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A failed commit notifies nobody.
+	f.svc.Put(f.ctx, "bkt", "c", bytes.NewReader(nil), object.PutOptions{Size: 1})
+	cancel()
+	f.put("d", nil)
+	want := []object.Change{{"bkt", "a"}, {"bkt", "b"}, {"bkt", "a"}, {"bkt", "b"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("changes = %v, want %v", got, want)
+	}
+}
+
+func TestPutManifestSharesChunks(t *testing.T) {
+	f := newFixture(t, meta.Enabled)
+	body := randBytes(3 * chunk)
+	v := f.put("big", body)
+	m, err := data.DecodeManifest(v.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := f.chunks()
+	edited, err := data.Overwrite(f.ctx, f.data, m, chunk+10, 1, bytes.NewReader([]byte{'!'}), data.WriteOptions{ChunkSize: chunk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nv, err := f.svc.PutManifest(f.ctx, "bkt", "big", edited, "edited-1", object.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body[chunk+10] = '!'
+	if got := f.mustRead("big", ""); !bytes.Equal(got, body) || nv.ETag != "edited-1" {
+		t.Fatal("edited version reads back wrong")
+	}
+	if n := f.chunks() - before; n != 1 {
+		t.Fatalf("a 1-byte edit wrote %d chunks, want 1", n)
+	}
+}
