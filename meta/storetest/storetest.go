@@ -26,8 +26,10 @@ import (
 // cleanup with t.
 type Opener = func(t *testing.T) meta.Store
 
-// Run runs every case of the contract as a subtest of t. Each case, and
-// each row of a table-driven case, runs on a fresh store from open.
+// Run runs every case of the contract as a subtest of t, one after the
+// other. Each case, and each row of a table-driven case, runs on a fresh
+// store from open; only the read-mostly subcases of a shared fixture
+// share one.
 func Run(t *testing.T, open Opener) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, open) })
