@@ -156,16 +156,28 @@ func listVersions(ctx context.Context, s Store, b Bucket, o VersionListOptions) 
 		case start != o.KeyMarker+"\x00" || o.VersionIDMarker == "":
 			it.Seek(start, VersionID{})
 		default:
-			marker, err := Lookup(ctx, s, b, o.KeyMarker, o.VersionIDMarker)
+			id, err := markerID(ctx, s, b, o.KeyMarker, o.VersionIDMarker)
 			switch {
 			case errors.Is(err, ErrNoSuchVersion):
-				// The marker row is gone: resume at the next key.
+				// The null row is gone, so its position is unknown:
+				// resume at the next key.
 				it.Seek(start, VersionID{})
 			case err != nil:
 				return nil, err
 			default:
-				prev, skip = o.KeyMarker, &marker.ID
-				it.Seek(o.KeyMarker, marker.ID)
+				// Ids are totally ordered, so the page resumes right
+				// after the marker even if that row was removed since.
+				// The rows that follow are not the latest unless every
+				// row up to the marker is gone.
+				head, err := Latest(ctx, s, b, o.KeyMarker)
+				if err != nil && !errors.Is(err, ErrNoSuchKey) {
+					return nil, err
+				}
+				if err == nil && head.ID.Compare(id) <= 0 {
+					prev = o.KeyMarker
+				}
+				skip = &id
+				it.Seek(o.KeyMarker, id)
 			}
 		}
 	}
@@ -176,7 +188,7 @@ func listVersions(ctx context.Context, s Store, b Bucket, o VersionListOptions) 
 			break
 		}
 		if skip != nil {
-			marker := v.Key == prev && v.ID == *skip
+			marker := v.Key == o.KeyMarker && v.ID == *skip
 			skip = nil
 			if marker {
 				continue
@@ -203,6 +215,18 @@ func listVersions(ctx context.Context, s Store, b Bucket, o VersionListOptions) 
 		res.NextKeyMarker, res.NextVersionIDMarker = "", ""
 	}
 	return res, it.Err()
+}
+
+// markerID resolves a version-id-marker to the sort id it stands for.
+func markerID(ctx context.Context, s Store, b Bucket, key, wireID string) (VersionID, error) {
+	if wireID != NullVersion {
+		return ParseVersionID(wireID)
+	}
+	v, err := s.GetNull(ctx, b, key)
+	if err != nil {
+		return VersionID{}, err
+	}
+	return v.ID, nil
 }
 
 func pageSize(n int) int {

@@ -24,8 +24,11 @@ type Store interface {
 	DeleteBucket(ctx context.Context, name string) error
 
 	// Commit applies the mutations atomically: all or none. Backends
-	// without multi-key transactions (Cassandra) apply several mutations
-	// one by one, in order, each atomic. A PUT is exactly one Commit.
+	// without multi-key transactions (Cassandra) run every Check first and
+	// then apply the mutations one by one, in order, each atomic, so only
+	// a crash can leave a prefix of them applied. A PUT is exactly one
+	// Commit. A bucket deleted meanwhile is ErrNoSuchBucket; a Put whose
+	// key differs from its mutation's is ErrInvalidArgument.
 	Commit(ctx context.Context, b Bucket, ms ...Mutation) error
 	// Get returns the row (key, id) or ErrNoSuchVersion.
 	Get(ctx context.Context, b Bucket, key string, id VersionID) (*Version, error)
