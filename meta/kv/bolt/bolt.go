@@ -74,9 +74,11 @@ func (p panicked) Error() string { return fmt.Sprint("panic in transaction: ", p
 // every call in one bbolt transaction, delivers the results and hands the
 // lead to the first call queued meanwhile. No one waits on a timer: alone,
 // an update costs one transaction; under load, a transaction carries every
-// update that arrived during the previous one. (bbolt's DB.Batch holds
-// each batch for MaxBatchDelay first; see package kv's doc for what that
-// cost.)
+// update that arrived during the previous one. bbolt's own DB.Batch holds
+// every batch for MaxBatchDelay (10 ms by default) before it starts: in
+// BenchmarkCommit, run back to back with this, it managed about 80
+// commits/s from one writer and 1,200/s from sixteen, against about 2,000
+// and 7,000/s here. Shorter delays traded one number for the other.
 func (e *engine) Update(ctx context.Context, fn func(kv.Txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
