@@ -23,7 +23,7 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // it, which may leave characters such as '!' or '=' unescaped. Both forms
 // decode to the same path, so accepting either grants nothing more.
 func canonicalPaths(r *http.Request) []string {
-	strict := uriEncode(r.URL.Path, false)
+	strict := URIEncode(r.URL.Path, false)
 	if strict == "" {
 		return []string{"/"}
 	}
@@ -108,7 +108,7 @@ func canonicalQuery(ps []queryParam, skip string) string {
 	enc := make([]queryParam, 0, len(ps))
 	for _, p := range ps {
 		if p.key != skip {
-			enc = append(enc, queryParam{uriEncode(p.key, true), uriEncode(p.value, true)})
+			enc = append(enc, queryParam{URIEncode(p.key, true), URIEncode(p.value, true)})
 		}
 	}
 	slices.SortFunc(enc, func(a, b queryParam) int {
@@ -126,9 +126,10 @@ func canonicalQuery(ps []queryParam, skip string) string {
 	return b.String()
 }
 
-// uriEncode percent-encodes every byte except the unreserved characters
-// (and '/', unless encodeSlash), with uppercase hex, as SigV4 prescribes.
-func uriEncode(s string, encodeSlash bool) string {
+// URIEncode percent-encodes every byte except the unreserved characters
+// (and '/', unless encodeSlash), with uppercase hex: SigV4's encoding,
+// which S3 also uses for encoding-type=url listings.
+func URIEncode(s string, encodeSlash bool) string {
 	const hexDigits = "0123456789ABCDEF"
 	var b strings.Builder
 	b.Grow(len(s))

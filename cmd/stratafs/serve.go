@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/stratafs/stratafs/s3"
+	"github.com/stratafs/stratafs/s3/sigv4"
+)
+
+// shutdownGrace is how long a stopping server lets requests in flight
+// finish before it cuts their connections. Uploads cut short commit
+// nothing: a version becomes visible only once its body arrived whole.
+const shutdownGrace = 60 * time.Second
+
+// runServe serves the S3 API over the embedded store until SIGINT or
+// SIGTERM, then finishes the requests in flight and exits.
+func runServe(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	listen := fs.String("listen", envOr("STRATAFS_LISTEN", "127.0.0.1:9000"), "address to serve S3 on (env STRATAFS_LISTEN)")
+	region := fs.String("region", envOr("STRATAFS_REGION", "us-east-1"), "region clients sign for (env STRATAFS_REGION)")
+	domains := fs.String("domain", envOr("STRATAFS_DOMAIN", "localhost"),
+		"comma-separated domains of virtual-hosted-style requests, BUCKET.DOMAIN (env STRATAFS_DOMAIN)")
+	tlsCert := fs.String("tls-cert", envOr("STRATAFS_TLS_CERT", ""), "serve HTTPS with this certificate file (env STRATAFS_TLS_CERT)")
+	tlsKey := fs.String("tls-key", envOr("STRATAFS_TLS_KEY", ""), "and this key file (env STRATAFS_TLS_KEY)")
+	logLevel := fs.String("log-level", envOr("STRATAFS_LOG_LEVEL", "info"), "debug, info, warn or error (env STRATAFS_LOG_LEVEL)")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return fmt.Errorf("--tls-cert and --tls-key go together: %w", errUsage)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: %w", *logLevel, errUsage)
+	}
+	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+
+	svc, closeAll, err := openService(e.dataDir)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	creds, source, err := rootCredentials(e.dataDir)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	h := s3.New(svc, s3.Config{
+		Region:        *region,
+		Domains:       splitList(*domains),
+		Keys:          sigv4.StaticKeys{creds.AccessKey: creds.SecretKey},
+		RootAccessKey: creds.AccessKey,
+		Logger:        logger,
+	})
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	scheme := "http"
+	if *tlsCert != "" {
+		scheme = "https"
+	}
+	endpoint := scheme + "://" + displayAddr(ln.Addr())
+	printUsage(e.stdout, endpoint, *region, e.dataDir, creds, source)
+
+	served := make(chan error, 1)
+	go func() {
+		if *tlsCert != "" {
+			served <- srv.ServeTLS(ln, *tlsCert, *tlsKey)
+		} else {
+			served <- srv.Serve(ln)
+		}
+	}()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("stopping: waiting for requests in flight", "grace", shutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// credentialSource says where the root key came from.
+type credentialSource int
+
+const (
+	fromEnv credentialSource = iota
+	fromFile
+	created
+)
+
+// rootCredentials takes the root key from STRATAFS_ACCESS_KEY and
+// STRATAFS_SECRET_KEY, else from DATA_DIR/credentials, which is created
+// on first start.
+func rootCredentials(dir string) (s3.Credentials, credentialSource, error) {
+	c := s3.Credentials{AccessKey: envOr("STRATAFS_ACCESS_KEY", ""), SecretKey: envOr("STRATAFS_SECRET_KEY", "")}
+	switch {
+	case c.AccessKey != "" && c.SecretKey != "":
+		return c, fromEnv, nil
+	case c.AccessKey != "" || c.SecretKey != "":
+		return c, fromEnv, fmt.Errorf("set both STRATAFS_ACCESS_KEY and STRATAFS_SECRET_KEY, or neither: %w", errUsage)
+	}
+	c, isNew, err := s3.LoadOrCreateCredentials(filepath.Join(dir, "credentials"))
+	if isNew {
+		return c, created, err
+	}
+	return c, fromFile, err
+}
+
+// printUsage tells how to reach the endpoint with the aws CLI. A secret
+// is printed only when it was just generated, so that it is seen once.
+func printUsage(w io.Writer, endpoint, region, dir string, c s3.Credentials, source credentialSource) {
+	file := filepath.Join(dir, "credentials")
+	fmt.Fprintf(w, "stratafs: serving S3 on %s (region %s), data in %s\n", endpoint, region, dir)
+	switch source {
+	case created:
+		fmt.Fprintf(w, "stratafs: created root credentials, saved in %s:\n", file)
+		fmt.Fprintf(w, "  export AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s AWS_REGION=%s\n", c.AccessKey, c.SecretKey, region)
+	case fromFile:
+		fmt.Fprintf(w, "stratafs: root credentials (access key %s) in %s:\n", c.AccessKey, file)
+		fmt.Fprintf(w, "  export AWS_SHARED_CREDENTIALS_FILE=%s AWS_PROFILE=%s AWS_REGION=%s\n", file, s3.CredentialsProfile, region)
+	case fromEnv:
+		fmt.Fprintf(w, "stratafs: root credentials from STRATAFS_ACCESS_KEY (%s) and STRATAFS_SECRET_KEY:\n", c.AccessKey)
+		fmt.Fprintf(w, "  export AWS_ACCESS_KEY_ID=$STRATAFS_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$STRATAFS_SECRET_KEY AWS_REGION=%s\n", region)
+	}
+	fmt.Fprintf(w, "  aws --endpoint-url %s s3 ls\n", endpoint)
+}
+
+// displayAddr is the listening address as a client would dial it.
+func displayAddr(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, strings.ToLower(p))
+		}
+	}
+	return out
+}

@@ -1,0 +1,199 @@
+package s3
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/object"
+)
+
+// maxPutSize is S3's limit on a single PUT; larger objects need multipart.
+const maxPutSize = 5 << 30
+
+func (h *Handler) getObject(w http.ResponseWriter, q *request) error {
+	return h.readObject(w, q, true)
+}
+
+func (h *Handler) headObject(w http.ResponseWriter, q *request) error {
+	return h.readObject(w, q, false)
+}
+
+// readObject serves GET and HEAD: preconditions, a single range, the
+// response-* overrides and, when asked, the stored checksums.
+func (h *Handler) readObject(w http.ResponseWriter, q *request, withBody bool) error {
+	versionID, err := versionParam(q)
+	if err != nil {
+		return err
+	}
+	hdr := w.Header()
+	v, err := h.svc.Head(q.ctx, q.bucket, q.key, versionID)
+	if err != nil {
+		// A delete marker is shown by its id, whether it hides the key
+		// (404) or was asked for by version id (405).
+		if v != nil && v.DeleteMarker {
+			hdr.Set("x-amz-delete-marker", "true")
+			hdr.Set("x-amz-version-id", v.WireID())
+			if errors.Is(err, meta.ErrDeleteMarker) {
+				hdr.Set("Last-Modified", v.LastModified().Format(http.TimeFormat))
+				hdr.Set("Allow", "DELETE")
+			}
+		}
+		return err
+	}
+	switch readPreconditions(q.r.Header, "").evaluate(v) {
+	case http.StatusPreconditionFailed:
+		return errPreconditionFailed
+	case http.StatusNotModified:
+		hdr.Set("ETag", `"`+v.ETag+`"`)
+		hdr.Set("Last-Modified", v.LastModified().Format(http.TimeFormat))
+		h.setVersionID(q, hdr, "x-amz-version-id", q.bucket, v)
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	off, n, partial, err := parseRange(q.r.Header.Get("Range"), v.Size)
+	if err != nil {
+		hdr.Set("Content-Range", fmt.Sprintf("bytes */%d", v.Size))
+		return err
+	}
+	status := http.StatusOK
+	if partial {
+		status = http.StatusPartialContent
+		hdr.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, v.Size))
+	} else {
+		off, n = 0, v.Size
+		// Sums cover the whole object: S3 sends them only for whole reads.
+		if strings.EqualFold(q.r.Header.Get("X-Amz-Checksum-Mode"), "ENABLED") {
+			setChecksumHeaders(hdr, v.Checksums)
+		}
+	}
+	setVersionHeaders(hdr, v)
+	h.setVersionID(q, hdr, "x-amz-version-id", q.bucket, v)
+	applyOverrides(hdr, q)
+	hdr.Set("Accept-Ranges", "bytes")
+	hdr.Set("Content-Length", strconv.FormatInt(n, 10))
+	if !withBody {
+		w.WriteHeader(status)
+		return nil
+	}
+	body, _, err := h.svc.Open(q.ctx, v, off, n)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	w.WriteHeader(status)
+	if _, err := io.Copy(w, body); err != nil {
+		return fmt.Errorf("sending %s/%s: %w: %w", q.bucket, q.key, errAborted, err)
+	}
+	return nil
+}
+
+// versionParam returns the versionId query parameter; present but empty
+// is an error, as in S3.
+func versionParam(q *request) (string, error) {
+	v, ok := q.query["versionId"]
+	if !ok {
+		return "", nil
+	}
+	if v[0] == "" {
+		return "", errInvalidArgument.with("Version id cannot be the empty string.")
+	}
+	return v[0], nil
+}
+
+// setVersionID sets header (x-amz-version-id, or the copy source's) to
+// v's id as S3 shows it: a real version id always, "null" only in a
+// bucket that has had versioning enabled, nothing in one that never had.
+func (h *Handler) setVersionID(q *request, hdr http.Header, header, bucket string, v *meta.Version) {
+	if v.Null {
+		b, err := h.svc.Bucket(q.ctx, bucket)
+		if err != nil || b.Versioning == meta.Unversioned {
+			return
+		}
+	}
+	hdr.Set(header, v.WireID())
+}
+
+// checkWriteHeaders refuses writes that ask for features not implemented.
+func checkWriteHeaders(hdr http.Header) error {
+	if err := rejectHeaders(hdr, unsupportedWriteHeaders...); err != nil {
+		return err
+	}
+	return checkACL(hdr)
+}
+
+func (h *Handler) putObject(w http.ResponseWriter, q *request) error {
+	if _, ok := q.r.Header["X-Amz-Copy-Source"]; ok {
+		q.op = "CopyObject"
+		return h.copyObject(w, q)
+	}
+	if err := checkWriteHeaders(q.r.Header); err != nil {
+		return err
+	}
+	attrs, err := requestAttrs(q)
+	if err != nil {
+		return err
+	}
+	md5sum, err := contentMD5(q.r.Header)
+	if err != nil {
+		return err
+	}
+	size := q.auth.DecodedLength
+	if size > maxPutSize {
+		return errEntityTooLarge
+	}
+	check, err := writeCondition(q.r.Header)
+	if err != nil {
+		return err
+	}
+	body, sums, err := checksumBody(q, q.auth.Body, size)
+	if err != nil {
+		return err
+	}
+	// sums is filled when the body is verified at its end, which the core
+	// reaches before it commits the row that carries it.
+	attrs.Checksums = sums
+	v, err := h.svc.Put(q.ctx, q.bucket, q.key, body, object.PutOptions{Attrs: attrs, Size: size, MD5: md5sum, Check: check})
+	if err != nil {
+		return err
+	}
+	hdr := w.Header()
+	hdr.Set("ETag", `"`+v.ETag+`"`)
+	h.setVersionID(q, hdr, "x-amz-version-id", q.bucket, v)
+	setChecksumHeaders(hdr, v.Checksums)
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (h *Handler) deleteObject(w http.ResponseWriter, q *request) error {
+	versionID, err := versionParam(q)
+	if err != nil {
+		return err
+	}
+	res, err := h.deleteOne(q, q.key, versionID)
+	if err != nil {
+		return err
+	}
+	if res.VersionID != "" {
+		w.Header().Set("x-amz-version-id", res.VersionID)
+	}
+	if res.DeleteMarker {
+		w.Header().Set("x-amz-delete-marker", "true")
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// deleteOne deletes a key or one of its versions. Deleting what does not
+// exist succeeds, as in S3: the outcome the client asked for holds.
+func (h *Handler) deleteOne(q *request, key, versionID string) (object.DeleteResult, error) {
+	res, err := h.svc.Delete(q.ctx, q.bucket, key, object.DeleteOptions{VersionID: versionID, Owner: q.owner})
+	if meta.IsNotFound(err) {
+		return object.DeleteResult{VersionID: versionID}, nil
+	}
+	return res, err
+}
