@@ -47,7 +47,8 @@ type Mutation struct {
 	// Check, if set, runs inside the transaction with the key's current
 	// first row (nil when the key has no rows); a non-nil error aborts the
 	// whole commit and is returned. It implements conditional writes
-	// (If-Match, If-None-Match) without a race.
+	// (If-Match, If-None-Match) without a race. It may run more than once
+	// (group commits, retried transactions) and must have no side effects.
 	Check func(head *Version) error
 	// DropNull removes the key's existing null row, if any: a PUT or
 	// DELETE in an unversioned or suspended bucket replaces it.
@@ -56,7 +57,13 @@ type Mutation struct {
 	// the key becomes its latest. ErrNoSuchVersion if it does not exist.
 	Delete VersionID
 	// Put, if set, is written as a new row of Key (Put.Key must equal Key).
+	// Its id must be new, and a null Put needs DropNull when the key has a
+	// null row already: otherwise ErrInvalidArgument.
 	Put *Version
+	// CompleteUpload, if set, names an upload of Key in state Completing:
+	// in the same commit it becomes Completed and its parts are removed
+	// (ErrNoSuchUpload if it is absent or in another state).
+	CompleteUpload string
 }
 
 // ScanOptions narrow a Scan.

@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -84,4 +85,55 @@ type AccessKey struct {
 	Name    string // DisplayName in listings
 	Created time.Time
 	Root    bool // the root key may use every bucket
+}
+
+// Uploads is the part of the meta contract that keeps multipart uploads
+// and their parts. Once every backend implements it, Store embeds it.
+type Uploads interface {
+	// CreateUpload records a new upload in state Uploading.
+	CreateUpload(ctx context.Context, b Bucket, u *Upload) error
+	// Upload returns the upload (key, id) or ErrNoSuchUpload.
+	Upload(ctx context.Context, b Bucket, key, id string) (*Upload, error)
+	// UpdateUpload applies fn to the upload atomically (compare-and-set)
+	// and returns the result. fn may run more than once and must have no
+	// side effects; it must not change Key or ID.
+	UpdateUpload(ctx context.Context, b Bucket, key, id string, fn func(*Upload) error) (*Upload, error)
+	// DeleteUpload removes an upload and every part of it (abort, or the
+	// collector dropping a completed record); ErrNoSuchUpload if absent.
+	DeleteUpload(ctx context.Context, b Bucket, key, id string) error
+	// ListUploads returns up to o.Limit uploads in (key, id) order.
+	ListUploads(ctx context.Context, b Bucket, o UploadListOptions) ([]*Upload, error)
+	// PutPart stores p, replacing a part of the same number, provided the
+	// upload is still Uploading — checked in the same transaction, so a
+	// part can never slip in after Complete chose the parts
+	// (ErrNoSuchUpload otherwise).
+	PutPart(ctx context.Context, b Bucket, key, id string, p *Part) error
+	// Parts returns up to limit parts numbered above after, in order.
+	Parts(ctx context.Context, b Bucket, key, id string, after int32, limit int) ([]*Part, error)
+}
+
+// UploadListOptions select a page of uploads.
+type UploadListOptions struct {
+	Prefix string
+	// AfterKey and AfterID start the page after that upload; AfterID ""
+	// starts after every upload of AfterKey.
+	AfterKey, AfterID string
+	Limit             int
+	// Completed includes uploads in state Completed (for the collector);
+	// S3 listings leave them out.
+	Completed bool
+}
+
+// AccessKeys is the part of the meta contract that keeps S3 credentials.
+// Once every backend implements it, Store embeds it.
+type AccessKeys interface {
+	// CreateAccessKey inserts k if its id is free (compare-and-set),
+	// else ErrAccessKeyExists.
+	CreateAccessKey(ctx context.Context, k AccessKey) error
+	// AccessKey returns the key with this id or ErrNoSuchAccessKey.
+	AccessKey(ctx context.Context, id string) (AccessKey, error)
+	// ListAccessKeys returns every key, ordered by id.
+	ListAccessKeys(ctx context.Context) ([]AccessKey, error)
+	// DeleteAccessKey removes a key; ErrNoSuchAccessKey if absent.
+	DeleteAccessKey(ctx context.Context, id string) error
 }
