@@ -57,7 +57,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	global.SetOutput(io.Discard)
 	global.StringVar(&e.dataDir, "data-dir", envOr("STRATAFS_DATA_DIR", "./stratafs-data"),
 		"directory holding the embedded meta store and chunks (env STRATAFS_DATA_DIR)")
-	if err := global.Parse(args); err != nil || global.NArg() == 0 {
+	err := global.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		usage(stdout, global)
+		return 0
+	}
+	if err != nil || global.NArg() == 0 {
 		usage(stderr, global)
 		return 2
 	}
