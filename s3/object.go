@@ -157,7 +157,11 @@ func (h *Handler) putObject(w http.ResponseWriter, q *request) error {
 	// sums is filled when the body is verified at its end, which the core
 	// reaches before it commits the row that carries it.
 	attrs.Checksums = sums
-	v, err := h.svc.Put(q.ctx, q.bucket, q.key, body, object.PutOptions{Attrs: attrs, Size: size, MD5: md5sum, Check: check})
+	br := &bodyReader{r: body}
+	v, err := h.svc.Put(q.ctx, q.bucket, q.key, br, object.PutOptions{Attrs: attrs, Size: size, MD5: md5sum, Check: check})
+	if err != nil && br.err != nil {
+		return br.err
+	}
 	if err != nil {
 		return err
 	}
@@ -196,4 +200,21 @@ func (h *Handler) deleteOne(q *request, key, versionID string) (object.DeleteRes
 		return object.DeleteResult{VersionID: versionID}, nil
 	}
 	return res, err
+}
+
+// bodyReader remembers why reading a request body failed. When a body
+// breaks off, the core may first notice the request's context ending and
+// report that; the client is owed the body's own error (IncompleteBody,
+// BadDigest, SignatureDoesNotMatch).
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return n, err
 }

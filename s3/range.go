@@ -11,7 +11,7 @@ import (
 // errInvalidRange means the range is well formed but selects nothing.
 func parseRange(h string, size int64) (off, n int64, ok bool, err error) {
 	spec, found := strings.CutPrefix(h, "bytes=")
-	if !found || strings.Contains(spec, ",") {
+	if !found {
 		return 0, 0, false, nil
 	}
 	first, last, found := strings.Cut(strings.TrimSpace(spec), "-")
@@ -19,23 +19,23 @@ func parseRange(h string, size int64) (off, n int64, ok bool, err error) {
 		return 0, 0, false, nil
 	}
 	if first == "" { // suffix: the last N bytes
-		suffix, err := strconv.ParseInt(last, 10, 64)
-		if err != nil || suffix < 0 {
+		suffix, valid := digits(last)
+		switch {
+		case !valid:
 			return 0, 0, false, nil
-		}
-		if suffix == 0 || size == 0 {
+		case suffix == 0 || size == 0:
 			return 0, 0, false, errInvalidRange
 		}
 		suffix = min(suffix, size)
 		return size - suffix, suffix, true, nil
 	}
-	start, err := strconv.ParseInt(first, 10, 64)
-	if err != nil || start < 0 {
+	start, valid := digits(first)
+	if !valid {
 		return 0, 0, false, nil
 	}
 	end := size - 1
 	if last != "" {
-		if end, err = strconv.ParseInt(last, 10, 64); err != nil || end < start {
+		if end, valid = digits(last); !valid || end < start {
 			return 0, 0, false, nil
 		}
 		end = min(end, size-1)
@@ -44,4 +44,13 @@ func parseRange(h string, size int64) (off, n int64, ok bool, err error) {
 		return 0, 0, false, errInvalidRange
 	}
 	return start, end - start + 1, true, nil
+}
+
+// digits parses a non-negative decimal number of plain digits (no sign).
+func digits(s string) (int64, bool) {
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
 }
