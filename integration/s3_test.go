@@ -48,6 +48,9 @@ import (
 const (
 	s3AccessKey = "SFTESTROOT0000000001"
 	s3SecretKey = "test/secret+0123456789abcdefghijklmnopqrs"
+	// A second key: an owner of its own, not the root.
+	s3AliceKey    = "SFTESTALICE000000001"
+	s3AliceSecret = "alice/secret+0123456789abcdefghijklmnopq"
 	// s3Domain is the endpoint's host name: httptest's certificate is
 	// valid for it and its subdomains, and every connection is dialled to
 	// the loopback listener whatever the name, so nothing is resolved.
@@ -84,7 +87,7 @@ func startS3(t *testing.T, useTLS bool) *s3Server {
 	s := &s3Server{svc: object.New(m, d, object.Options{ChunkSize: s3Chunk}), modes: map[string]int{}}
 	h := s3.New(s.svc, s3.Config{
 		Domains:       []string{s3Domain},
-		Keys:          sigv4.StaticKeys{s3AccessKey: s3SecretKey},
+		Keys:          sigv4.StaticKeys{s3AccessKey: s3SecretKey, s3AliceKey: s3AliceSecret},
 		RootAccessKey: s3AccessKey,
 		Logger:        slog.New(slog.DiscardHandler),
 	})
@@ -1005,4 +1008,57 @@ func TestS3Listings(t *testing.T) {
 		eq(t, "version common prefixes", strings.Join(cps, ","), "dir/,z/")
 		eq(t, "top-level versions", len(vp.Versions), 12)
 	})
+}
+
+func TestS3Owners(t *testing.T) {
+	srv := startS3(t, true)
+	root := s3Test{t: t, ctx: context.Background(), c: srv.client(false)}
+	alice := s3Test{t: t, ctx: context.Background(), c: srv.client(false, func(o *awss3.Options) {
+		o.Credentials = credentials.NewStaticCredentialsProvider(s3AliceKey, s3AliceSecret, "")
+	})}
+	defer recoverMust(t)
+	root.createBucket("roots")
+	root.put("roots", "secret", []byte("root's"))
+	alice.createBucket("alices")
+	alice.put("alices", "mine", []byte("alice's"))
+
+	bucketsOf := func(c s3Test) string {
+		var names []string
+		for _, b := range must(c.c.ListBuckets(c.ctx, &awss3.ListBucketsInput{})).Buckets {
+			names = append(names, *b.Name)
+		}
+		return strings.Join(names, ",")
+	}
+	eq(t, "alice's buckets", bucketsOf(alice), "alices")
+	eq(t, "root's buckets", bucketsOf(root), "alices,roots")
+
+	// Alice can touch nothing of the root's.
+	wantErr(t, alice.getErr("roots", "secret", ""), 403, "AccessDenied")
+	_, err := alice.c.PutObject(alice.ctx, &awss3.PutObjectInput{Bucket: aws.String("roots"), Key: aws.String("secret"),
+		Body: strings.NewReader("overwritten")})
+	wantErr(t, err, 403, "AccessDenied")
+	_, err = alice.c.ListObjectsV2(alice.ctx, &awss3.ListObjectsV2Input{Bucket: aws.String("roots")})
+	wantErr(t, err, 403, "AccessDenied")
+	_, err = alice.c.DeleteObjects(alice.ctx, &awss3.DeleteObjectsInput{Bucket: aws.String("roots"),
+		Delete: &s3types.Delete{Objects: []s3types.ObjectIdentifier{{Key: aws.String("secret")}}}})
+	wantErr(t, err, 403, "AccessDenied")
+	_, err = alice.c.CopyObject(alice.ctx, &awss3.CopyObjectInput{Bucket: aws.String("alices"), Key: aws.String("stolen"),
+		CopySource: aws.String("roots/secret")})
+	wantErr(t, err, 403, "AccessDenied")
+	_, err = alice.c.CreateBucket(alice.ctx, &awss3.CreateBucketInput{Bucket: aws.String("roots")})
+	wantErr(t, err, 409, "BucketAlreadyExists")
+	_, err = alice.c.DeleteBucket(alice.ctx, &awss3.DeleteBucketInput{Bucket: aws.String("roots")})
+	wantErr(t, err, 403, "AccessDenied")
+	_, got := root.get("roots", "secret", "")
+	eq(t, "root's object", string(got), "root's")
+	wantErr(t, alice.getErr("alices", "stolen", ""), 404, "NoSuchKey")
+
+	// The root may use Alice's bucket; listings show who wrote what.
+	root.put("alices", "from-root", []byte("x"))
+	page := must(root.c.ListObjectsV2(root.ctx, &awss3.ListObjectsV2Input{Bucket: aws.String("alices"), FetchOwner: aws.Bool(true)}))
+	var owners []string
+	for _, o := range page.Contents {
+		owners = append(owners, *o.Key+"="+*o.Owner.DisplayName)
+	}
+	eq(t, "owners", strings.Join(owners, ","), "from-root=root,mine="+s3AliceKey)
 }

@@ -31,6 +31,9 @@ func (h *Handler) copyObject(w http.ResponseWriter, q *request) error {
 	if err != nil {
 		return err
 	}
+	if err := h.authorize(q, srcBucket); err != nil {
+		return err
+	}
 	directive := hdr.Get("X-Amz-Metadata-Directive")
 	switch directive {
 	case "", "COPY", "REPLACE":

@@ -35,7 +35,9 @@ type Config struct {
 	Domains []string
 	// Keys are the access keys that may sign requests.
 	Keys sigv4.Keys
-	// RootAccessKey is the key whose requests act as the root owner.
+	// RootAccessKey is the key whose requests act as the root owner, who
+	// may use every bucket. Every other key is an owner of its own: it
+	// sees and uses only the buckets it created.
 	RootAccessKey string
 	// Logger receives one line per request; slog.Default() when nil.
 	Logger *slog.Logger
@@ -132,8 +134,29 @@ func (h *Handler) serve(w http.ResponseWriter, q *request) error {
 		return routeErr
 	case len(q.key) > meta.MaxKeyLen:
 		return errKeyTooLong
+	case q.bucket != "" && rt.name != "CreateBucket":
+		if err := h.authorize(q, q.bucket); err != nil {
+			return err
+		}
 	}
 	return rt.serve(h, w, q)
+}
+
+// authorize lets the requester use a bucket: the root may use every
+// bucket, any other key only the buckets it owns. A bucket that does not
+// exist is NoSuchBucket for everyone, as in S3.
+func (h *Handler) authorize(q *request, bucket string) error {
+	if q.owner == "" {
+		return nil
+	}
+	b, err := h.svc.Bucket(q.ctx, bucket)
+	if err != nil {
+		return err
+	}
+	if b.Owner != q.owner {
+		return errAccessDenied
+	}
+	return nil
 }
 
 // resource splits a request into bucket and key, from the host

@@ -109,9 +109,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 type credentialSource int
 
 const (
-	fromEnv credentialSource = iota
-	fromFile
-	created
+	credsFromEnv credentialSource = iota
+	credsFromFile
+	credsCreated
 )
 
 // rootCredentials takes the root key from STRATAFS_ACCESS_KEY and
@@ -121,15 +121,15 @@ func rootCredentials(dir string) (s3.Credentials, credentialSource, error) {
 	c := s3.Credentials{AccessKey: envOr("STRATAFS_ACCESS_KEY", ""), SecretKey: envOr("STRATAFS_SECRET_KEY", "")}
 	switch {
 	case c.AccessKey != "" && c.SecretKey != "":
-		return c, fromEnv, nil
+		return c, credsFromEnv, nil
 	case c.AccessKey != "" || c.SecretKey != "":
-		return c, fromEnv, fmt.Errorf("set both STRATAFS_ACCESS_KEY and STRATAFS_SECRET_KEY, or neither: %w", errUsage)
+		return c, credsFromEnv, fmt.Errorf("set both STRATAFS_ACCESS_KEY and STRATAFS_SECRET_KEY, or neither: %w", errUsage)
 	}
 	c, isNew, err := s3.LoadOrCreateCredentials(filepath.Join(dir, "credentials"))
 	if isNew {
-		return c, created, err
+		return c, credsCreated, err
 	}
-	return c, fromFile, err
+	return c, credsFromFile, err
 }
 
 // printUsage tells how to reach the endpoint with the aws CLI. A secret
@@ -138,13 +138,13 @@ func printUsage(w io.Writer, endpoint, region, dir string, c s3.Credentials, sou
 	file := filepath.Join(dir, "credentials")
 	fmt.Fprintf(w, "stratafs: serving S3 on %s (region %s), data in %s\n", endpoint, region, dir)
 	switch source {
-	case created:
+	case credsCreated:
 		fmt.Fprintf(w, "stratafs: created root credentials, saved in %s:\n", file)
 		fmt.Fprintf(w, "  export AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s AWS_REGION=%s\n", c.AccessKey, c.SecretKey, region)
-	case fromFile:
+	case credsFromFile:
 		fmt.Fprintf(w, "stratafs: root credentials (access key %s) in %s:\n", c.AccessKey, file)
 		fmt.Fprintf(w, "  export AWS_SHARED_CREDENTIALS_FILE=%s AWS_PROFILE=%s AWS_REGION=%s\n", file, s3.CredentialsProfile, region)
-	case fromEnv:
+	case credsFromEnv:
 		fmt.Fprintf(w, "stratafs: root credentials from STRATAFS_ACCESS_KEY (%s) and STRATAFS_SECRET_KEY:\n", c.AccessKey)
 		fmt.Fprintf(w, "  export AWS_ACCESS_KEY_ID=$STRATAFS_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$STRATAFS_SECRET_KEY AWS_REGION=%s\n", region)
 	}
