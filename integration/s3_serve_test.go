@@ -1,0 +1,143 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/stratafs/stratafs/s3/sigv4"
+)
+
+// servedProcess is the real binary's `serve` on a free loopback port,
+// with its endpoint and what it printed on stdout up to the aws CLI hint.
+type servedProcess struct {
+	cmd      *exec.Cmd
+	endpoint string
+	stdout   []string
+}
+
+func startServe(t *testing.T, bin, dataDir string) *servedProcess {
+	t.Helper()
+	cmd := exec.Command(bin, "--data-dir", dataDir, "serve", "--listen", "127.0.0.1:0", "--log-level", "warn")
+	cmd.Env = append(os.Environ(), "STRATAFS_ACCESS_KEY=", "STRATAFS_SECRET_KEY=")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &servedProcess{cmd: cmd}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	endpoint := regexp.MustCompile(`serving S3 on (http://127\.0\.0\.1:\d+) `)
+	for sc.Scan() {
+		p.stdout = append(p.stdout, sc.Text())
+		if m := endpoint.FindStringSubmatch(sc.Text()); m != nil {
+			p.endpoint = m[1]
+		}
+		if strings.Contains(sc.Text(), "s3 ls") {
+			go io.Copy(io.Discard, out)
+			return p
+		}
+	}
+	t.Fatalf("serve printed %q and stopped", p.stdout)
+	return nil
+}
+
+// stop signals the server and waits for a clean exit.
+func (p *servedProcess) stop(t *testing.T, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("serve exited with %v after %v", err, sig)
+	}
+}
+
+// TestServeGracefulShutdown runs `stratafs serve`: it creates credentials
+// on first start, finishes a PUT in flight when told to stop, and reuses
+// the credentials on the next start, where the object is whole.
+func TestServeGracefulShutdown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "stratafs")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/stratafs/stratafs/cmd/stratafs").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dataDir := t.TempDir()
+	p := startServe(t, bin, dataDir)
+
+	exports := regexp.MustCompile(`export AWS_ACCESS_KEY_ID=(\S+) AWS_SECRET_ACCESS_KEY=(\S+) `).FindStringSubmatch(strings.Join(p.stdout, "\n"))
+	if exports == nil {
+		t.Fatalf("first start printed no credentials: %q", p.stdout)
+	}
+	creds := aws.Credentials{AccessKeyID: exports[1], SecretAccessKey: exports[2]}
+	fi, err := os.Stat(filepath.Join(dataDir, "credentials"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("credentials file: %v, %v", fi, err)
+	}
+	saved, err := os.ReadFile(filepath.Join(dataDir, "credentials"))
+	if err != nil || !bytes.Contains(saved, []byte(creds.SecretAccessKey)) {
+		t.Fatalf("credentials file lacks the printed secret: %v", err)
+	}
+
+	srv := &s3Server{url: p.endpoint, tr: &http.Transport{}}
+	resp := srv.send(t, srv.build(t, rawRequest{method: "PUT", path: "/graceful", creds: creds}))
+	eq(t, "CreateBucket", resp.status, 200)
+
+	// A PUT whose body is still arriving when SIGTERM comes completes.
+	body := randomBytes(4<<20, 5)
+	pr, pw := io.Pipe()
+	r := srv.build(t, rawRequest{method: "PUT", path: "/graceful/big", creds: creds, payload: sigv4.UnsignedPayload})
+	r.Body, r.ContentLength = pr, int64(len(body))
+	done := make(chan rawResponse)
+	go func() { done <- srv.send(t, r) }()
+	if _, err := pw.Write(body[:1<<20]); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the server is shutting down meanwhile
+	if _, err := pw.Write(body[1<<20:]); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	resp = <-done
+	eq(t, "PUT in flight at SIGTERM", resp.status, 200)
+	eq(t, "ETag", resp.header.Get("ETag"), `"`+md5hex(body)+`"`)
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("serve exited with %v after SIGTERM", err)
+	}
+
+	// The next start reuses the saved key and shows the whole object.
+	p = startServe(t, bin, dataDir)
+	if !strings.Contains(strings.Join(p.stdout, "\n"), "root credentials (access key "+creds.AccessKeyID+")") {
+		t.Fatalf("second start did not reuse the key: %q", p.stdout)
+	}
+	srv.url = p.endpoint
+	resp = srv.send(t, srv.build(t, rawRequest{method: "GET", path: "/graceful/big", creds: creds}))
+	if resp.status != 200 || !bytes.Equal(resp.body, body) {
+		t.Fatalf("after restart: %d, %d bytes", resp.status, len(resp.body))
+	}
+	p.stop(t, os.Interrupt)
+	if _, err := http.Get(p.endpoint); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("after SIGINT the endpoint answers: %v", err)
+	}
+}
