@@ -556,3 +556,44 @@ func TestS3ListingWire(t *testing.T) {
 	doc = list("list-type=2&max-keys=0")
 	contains(doc, "<KeyCount>0</KeyCount>", "<IsTruncated>false</IsTruncated>")
 }
+
+func TestS3Checksums(t *testing.T) {
+	s := startS3(t, false)
+	c := s3Test{t: t, ctx: context.Background(), c: s.client(true)}
+	defer recoverMust(t)
+	c.createBucket("sums")
+	// Check values of "123456789" from the CRC catalogue, and its SHAs.
+	sums := map[string]string{
+		"crc32":     "cbf43926",
+		"crc32c":    "e3069283",
+		"crc64nvme": "ae8b14860a799888",
+		"sha1":      "f7c3bc1d808e04732adf679965ccc34ca7ae3441",
+		"sha256":    "15e2b0d3c33891ebb0f1ef609ec419420c20e320ce94c65fbc8c3312448eb225",
+	}
+	body := []byte("123456789")
+	for alg, hexSum := range sums {
+		sum, _ := hex.DecodeString(hexSum)
+		header := "x-amz-checksum-" + alg
+		value := base64.StdEncoding.EncodeToString(sum)
+		resp := s.send(t, s.build(t, rawRequest{method: "PUT", path: "/sums/" + alg, body: body,
+			header: map[string]string{header: value, "x-amz-sdk-checksum-algorithm": strings.ToUpper(alg)}}))
+		eq(t, alg+" PUT", resp.status, 200)
+		eq(t, alg+" echoed", resp.header.Get(header), value)
+
+		resp = s.send(t, s.build(t, rawRequest{method: "HEAD", path: "/sums/" + alg,
+			header: map[string]string{"x-amz-checksum-mode": "ENABLED"}}))
+		eq(t, alg+" HEAD with checksum mode", resp.header.Get(header), value)
+		eq(t, alg+" checksum type", resp.header.Get("x-amz-checksum-type"), "FULL_OBJECT")
+		resp = s.send(t, s.build(t, rawRequest{method: "GET", path: "/sums/" + alg}))
+		eq(t, alg+" GET without checksum mode", resp.header.Get(header), "")
+		resp = s.send(t, s.build(t, rawRequest{method: "GET", path: "/sums/" + alg,
+			header: map[string]string{"x-amz-checksum-mode": "ENABLED", "Range": "bytes=0-3"}}))
+		eq(t, alg+" ranged GET", resp.status, 206)
+		eq(t, alg+" ranged GET checksum", resp.header.Get(header), "")
+
+		resp = s.send(t, s.build(t, rawRequest{method: "PUT", path: "/sums/" + alg + "-bad", body: []byte("123456780"),
+			header: map[string]string{header: value}}))
+		checkError(t, resp, 400, "BadDigest")
+		wantErr(t, c.getErr("sums", alg+"-bad", ""), 404, "NoSuchKey")
+	}
+}
