@@ -464,6 +464,18 @@ func TestS3Buckets(t *testing.T) {
 		eq(t, "owner", *lb.Owner.DisplayName, "root")
 		eq(t, "owner id length", len(*lb.Owner.ID), 64)
 
+		names = nil
+		bp := awss3.NewListBucketsPaginator(c.c, &awss3.ListBucketsInput{MaxBuckets: aws.Int32(1)})
+		for bp.HasMorePages() {
+			page := must(bp.NextPage(c.ctx))
+			eq(t, "buckets per page", len(page.Buckets), 1)
+			names = append(names, *page.Buckets[0].Name)
+		}
+		eq(t, "paged buckets", strings.Join(names, ","), "alpha,beta")
+		lb = must(c.c.ListBuckets(c.ctx, &awss3.ListBucketsInput{Prefix: aws.String("b")}))
+		eq(t, "buckets under b", len(lb.Buckets), 1)
+		eq(t, "bucket under b", *lb.Buckets[0].Name, "beta")
+
 		must(c.c.HeadBucket(c.ctx, &awss3.HeadBucketInput{Bucket: aws.String("alpha")}))
 		_, err = c.c.HeadBucket(c.ctx, &awss3.HeadBucketInput{Bucket: aws.String("nope")})
 		eq(t, "HeadBucket of a missing bucket", errOf(t, err).status, 404)
