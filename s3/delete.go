@@ -2,6 +2,7 @@ package s3
 
 import (
 	"encoding/xml"
+	"log/slog"
 	"net/http"
 )
 
@@ -61,6 +62,10 @@ func (h *Handler) deleteObjects(w http.ResponseWriter, q *request) error {
 		r, err := h.deleteOne(q, o.Key, o.VersionID)
 		if err != nil {
 			e := apiError(err)
+			if e.Status >= 500 {
+				h.log.LogAttrs(q.ctx, slog.LevelError, "s3 batch delete", slog.String("id", q.id),
+					slog.String("key", o.Key), slog.String("err", err.Error()))
+			}
 			res.Errors = append(res.Errors, deleteError{Key: o.Key, VersionID: o.VersionID, Code: e.Code, Message: e.Message})
 			continue
 		}

@@ -87,6 +87,8 @@ type request struct {
 // success.
 var errAborted = errors.New("response aborted")
 
+// ServeHTTP serves one S3 request and logs it: one line, with the error
+// that failed it, if any.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	q := &request{r: r, ctx: r.Context(), id: newRequestID()}
@@ -179,11 +181,9 @@ func (h *Handler) resource(r *http.Request) (bucket, key string) {
 
 // writeError sends err as an S3 error document (no body for HEAD).
 func (h *Handler) writeError(w http.ResponseWriter, q *request, err error) {
+	// The details of an internal error reach only the log, by the access
+	// line of the request.
 	e := apiError(err)
-	if e.Status >= 500 {
-		// Details of internal failures stay in the log.
-		h.log.LogAttrs(q.ctx, slog.LevelError, "s3 internal error", slog.String("id", q.id), slog.String("err", err.Error()))
-	}
 	if q.r.Method == http.MethodHead {
 		w.WriteHeader(e.Status)
 		return
