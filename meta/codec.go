@@ -10,15 +10,32 @@ import (
 	"github.com/stratafs/stratafs/meta/metapb"
 )
 
-// The stored form of buckets and version rows is protobuf (meta/metapb),
-// shared by every backend that stores blobs: the ordered-KV family and
-// Cassandra. Marshal refuses records that Unmarshal would reject, so what
-// was written can always be read back; Unmarshal distrusts its input and
-// reports anything malformed as ErrCorrupt.
+// The stored form of buckets, version rows, multipart uploads, their parts
+// and access keys is protobuf (meta/metapb), shared by every backend that
+// stores blobs: the ordered-KV family and Cassandra. Marshal refuses
+// records that Unmarshal would reject, so what was written can always be
+// read back; Unmarshal distrusts its input and reports anything malformed
+// as ErrCorrupt.
 
 // marshalOpts makes the encoding of a record a function of the record:
 // maps are written in key order.
 var marshalOpts = proto.MarshalOptions{Deterministic: true}
+
+// encode marshals a record whose fields were checked. Only string fields
+// can fail, when they are not UTF-8 (proto3 refuses those): the caller
+// passed an invalid argument.
+func encode(m proto.Message) ([]byte, error) {
+	data, err := marshalOpts.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return data, nil
+}
+
+// corrupt reports a stored record of the kind what that cannot be used.
+func corrupt(what string, err error) error {
+	return fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
+}
 
 // MarshalBucket encodes b for storage.
 func MarshalBucket(b Bucket) ([]byte, error) {
@@ -29,7 +46,7 @@ func MarshalBucket(b Bucket) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshal bucket %q: created: %w", b.Name, err)
 	}
-	data, err := marshalOpts.Marshal(&metapb.Bucket{
+	data, err := encode(&metapb.Bucket{
 		Name:             b.Name,
 		Id:               b.ID,
 		CreatedUnixNanos: created,
@@ -38,7 +55,7 @@ func MarshalBucket(b Bucket) ([]byte, error) {
 		Shards:           b.Shards,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("marshal bucket %q: %w: %w", b.Name, ErrInvalidArgument, err)
+		return nil, fmt.Errorf("marshal bucket %q: %w", b.Name, err)
 	}
 	return data, nil
 }
@@ -47,10 +64,10 @@ func MarshalBucket(b Bucket) ([]byte, error) {
 func UnmarshalBucket(data []byte) (Bucket, error) {
 	var pb metapb.Bucket
 	if err := proto.Unmarshal(data, &pb); err != nil {
-		return Bucket{}, fmt.Errorf("%w: bucket: %v", ErrCorrupt, err)
+		return Bucket{}, corrupt("bucket", err)
 	}
 	if err := checkBucket(pb.Name, pb.Versioning); err != nil {
-		return Bucket{}, fmt.Errorf("%w: bucket: %v", ErrCorrupt, err)
+		return Bucket{}, corrupt("bucket", err)
 	}
 	return Bucket{
 		Name:       pb.Name,
@@ -83,6 +100,35 @@ func MarshalVersion(v *Version) ([]byte, error) {
 	if err := checkVersion(v); err != nil {
 		return nil, fmt.Errorf("marshal version %s@%s: %w", v.Key, v.ID, err)
 	}
+	pb, err := versionToPB(v)
+	if err != nil {
+		return nil, fmt.Errorf("marshal version %s@%s: %w", v.Key, v.ID, err)
+	}
+	data, err := encode(pb)
+	if err != nil {
+		return nil, fmt.Errorf("marshal version %s@%s: %w", v.Key, v.ID, err)
+	}
+	return data, nil
+}
+
+// UnmarshalVersion decodes and validates a stored row.
+func UnmarshalVersion(data []byte) (*Version, error) {
+	var pb metapb.Version
+	if err := proto.Unmarshal(data, &pb); err != nil {
+		return nil, corrupt("version", err)
+	}
+	v, err := versionFromPB(&pb)
+	if err != nil {
+		return nil, corrupt("version", err)
+	}
+	if err := checkVersion(v); err != nil {
+		return nil, corrupt("version", err)
+	}
+	return v, nil
+}
+
+// versionToPB converts a row, or an upload's template, to its stored form.
+func versionToPB(v *Version) (*metapb.Version, error) {
 	pb := &metapb.Version{
 		Key:          v.Key,
 		Id:           v.ID[:],
@@ -115,7 +161,7 @@ func MarshalVersion(v *Version) ([]byte, error) {
 	if p := v.POSIX; p != nil {
 		mtime, err := unixNanos(p.Mtime)
 		if err != nil {
-			return nil, fmt.Errorf("marshal version %s@%s: mtime: %w", v.Key, v.ID, err)
+			return nil, fmt.Errorf("mtime: %w", err)
 		}
 		pb.Posix = &metapb.Posix{
 			Mode:           p.Mode,
@@ -125,23 +171,13 @@ func MarshalVersion(v *Version) ([]byte, error) {
 			Symlink:        []byte(p.Symlink),
 		}
 	}
-	data, err := marshalOpts.Marshal(pb)
-	if err != nil {
-		// Only string fields can fail: user metadata names or checksum
-		// entries that are not UTF-8.
-		return nil, fmt.Errorf("marshal version %s@%s: %w: %w", v.Key, v.ID, ErrInvalidArgument, err)
-	}
-	return data, nil
+	return pb, nil
 }
 
-// UnmarshalVersion decodes and validates a stored row.
-func UnmarshalVersion(data []byte) (*Version, error) {
-	var pb metapb.Version
-	if err := proto.Unmarshal(data, &pb); err != nil {
-		return nil, fmt.Errorf("%w: version: %v", ErrCorrupt, err)
-	}
+// versionFromPB is the inverse of versionToPB; the caller validates.
+func versionFromPB(pb *metapb.Version) (*Version, error) {
 	if len(pb.Id) != len(VersionID{}) {
-		return nil, fmt.Errorf("%w: version of %q: id of %d bytes", ErrCorrupt, pb.Key, len(pb.Id))
+		return nil, fmt.Errorf("row of %q: id of %d bytes", pb.Key, len(pb.Id))
 	}
 	v := &Version{
 		Key:          pb.Key,
@@ -151,11 +187,15 @@ func UnmarshalVersion(data []byte) (*Version, error) {
 		Size:         pb.Size,
 		ETag:         pb.Etag,
 		StorageClass: pb.StorageClass,
-		Checksums:    pb.Checksums,
 		Owner:        pb.Owner,
 	}
-	if len(pb.Manifest) > 0 { // an explicitly empty field decodes as empty, not nil
+	// An explicitly empty field decodes as empty, not nil, and so does a
+	// map field of the wrong wire type: keep nil, as it will be reread.
+	if len(pb.Manifest) > 0 {
 		v.Manifest = pb.Manifest
+	}
+	if len(pb.Checksums) > 0 {
+		v.Checksums = pb.Checksums
 	}
 	if c := pb.Content; c != nil {
 		v.Content = Content{
@@ -182,22 +222,237 @@ func UnmarshalVersion(data []byte) (*Version, error) {
 			Symlink: string(p.Symlink),
 		}
 	}
-	if err := checkVersion(v); err != nil {
-		return nil, fmt.Errorf("%w: version: %v", ErrCorrupt, err)
-	}
 	return v, nil
 }
 
-// checkVersion holds the rules both directions enforce.
+// checkVersion holds the rules both directions enforce on a row.
 func checkVersion(v *Version) error {
-	if err := ValidKey(v.Key); err != nil {
+	if err := checkAttributes(v); err != nil {
 		return err
 	}
 	if v.ID.IsZero() {
 		return fmt.Errorf("zero id: %w", ErrInvalidVersionID)
 	}
+	return nil
+}
+
+// checkAttributes holds the rules on a row's fields other than its id:
+// an upload's template obeys them before Complete gives it an id.
+func checkAttributes(v *Version) error {
+	if err := ValidKey(v.Key); err != nil {
+		return err
+	}
 	if v.Size < 0 {
 		return fmt.Errorf("negative size %d: %w", v.Size, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// MarshalUpload encodes u for storage.
+func MarshalUpload(u *Upload) ([]byte, error) {
+	if u == nil {
+		return nil, fmt.Errorf("marshal upload: nil upload: %w", ErrInvalidArgument)
+	}
+	if err := checkUpload(u, uint32(u.State)); err != nil {
+		return nil, fmt.Errorf("marshal upload %s of %q: %w", u.ID, u.Key, err)
+	}
+	initiated, err := unixNanos(u.Initiated)
+	if err != nil {
+		return nil, fmt.Errorf("marshal upload %s of %q: initiated: %w", u.ID, u.Key, err)
+	}
+	pb := &metapb.Upload{
+		Key:                u.Key,
+		Id:                 u.ID,
+		InitiatedUnixNanos: initiated,
+		State:              uint32(u.State),
+		Etag:               u.ETag,
+	}
+	if !u.Version.IsZero() {
+		pb.Version = u.Version[:]
+	}
+	if u.Template != nil {
+		if pb.Template, err = versionToPB(u.Template); err != nil {
+			return nil, fmt.Errorf("marshal upload %s of %q: template: %w", u.ID, u.Key, err)
+		}
+	}
+	data, err := encode(pb)
+	if err != nil {
+		return nil, fmt.Errorf("marshal upload %s of %q: %w", u.ID, u.Key, err)
+	}
+	return data, nil
+}
+
+// UnmarshalUpload decodes and validates a stored upload.
+func UnmarshalUpload(data []byte) (*Upload, error) {
+	var pb metapb.Upload
+	if err := proto.Unmarshal(data, &pb); err != nil {
+		return nil, corrupt("upload", err)
+	}
+	u := &Upload{
+		Key:       pb.Key,
+		ID:        pb.Id,
+		Initiated: fromUnixNanos(pb.InitiatedUnixNanos),
+		State:     UploadState(pb.State), // checkUpload checks pb.State itself
+		ETag:      pb.Etag,
+	}
+	switch len(pb.Version) {
+	case 0:
+	case len(VersionID{}):
+		u.Version = VersionID(pb.Version)
+	default:
+		return nil, corrupt("upload", fmt.Errorf("version id of %d bytes", len(pb.Version)))
+	}
+	if pb.Template != nil {
+		t, err := versionFromPB(pb.Template)
+		if err != nil {
+			return nil, corrupt("upload template", err)
+		}
+		u.Template = t
+	}
+	if err := checkUpload(u, pb.State); err != nil {
+		return nil, corrupt("upload", err)
+	}
+	return u, nil
+}
+
+// checkUpload holds the rules both directions enforce; state is u's state
+// as stored, before it is narrowed to an UploadState.
+func checkUpload(u *Upload, state uint32) error {
+	if err := ValidKey(u.Key); err != nil {
+		return err
+	}
+	if ValidUploadID(u.ID) != nil {
+		return fmt.Errorf("upload id %q: %w", u.ID, ErrInvalidArgument)
+	}
+	if state > uint32(Completed) {
+		return fmt.Errorf("upload state %d: %w", state, ErrInvalidArgument)
+	}
+	// Complete fixes the version id as it leaves Uploading; without it a
+	// retried Complete could not write the same row again.
+	if state != uint32(Uploading) && u.Version.IsZero() {
+		return fmt.Errorf("upload state %d without a version id: %w", state, ErrInvalidArgument)
+	}
+	if t := u.Template; t != nil {
+		if t.Key != u.Key {
+			return fmt.Errorf("template of key %q: %w", t.Key, ErrInvalidArgument)
+		}
+		if err := checkAttributes(t); err != nil {
+			return fmt.Errorf("template: %w", err)
+		}
+	}
+	return nil
+}
+
+// MarshalPart encodes p for storage.
+func MarshalPart(p *Part) ([]byte, error) {
+	if p == nil {
+		return nil, fmt.Errorf("marshal part: nil part: %w", ErrInvalidArgument)
+	}
+	if err := checkPart(p); err != nil {
+		return nil, fmt.Errorf("marshal part %d: %w", p.Number, err)
+	}
+	modified, err := unixNanos(p.Modified)
+	if err != nil {
+		return nil, fmt.Errorf("marshal part %d: modified: %w", p.Number, err)
+	}
+	data, err := encode(&metapb.Part{
+		Number:            p.Number,
+		Size:              p.Size,
+		Etag:              p.ETag,
+		ModifiedUnixNanos: modified,
+		Checksums:         p.Checksums,
+		Manifest:          p.Manifest,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("marshal part %d: %w", p.Number, err)
+	}
+	return data, nil
+}
+
+// UnmarshalPart decodes and validates a stored part.
+func UnmarshalPart(data []byte) (*Part, error) {
+	var pb metapb.Part
+	if err := proto.Unmarshal(data, &pb); err != nil {
+		return nil, corrupt("part", err)
+	}
+	p := &Part{
+		Number:   pb.Number,
+		Size:     pb.Size,
+		ETag:     pb.Etag,
+		Modified: fromUnixNanos(pb.ModifiedUnixNanos),
+	}
+	if len(pb.Manifest) > 0 { // as in versionFromPB
+		p.Manifest = pb.Manifest
+	}
+	if len(pb.Checksums) > 0 {
+		p.Checksums = pb.Checksums
+	}
+	if err := checkPart(p); err != nil {
+		return nil, corrupt("part", err)
+	}
+	return p, nil
+}
+
+// checkPart holds the rules both directions enforce.
+func checkPart(p *Part) error {
+	if p.Number < 1 || p.Number > MaxParts {
+		return fmt.Errorf("part number %d outside 1..%d: %w", p.Number, MaxParts, ErrInvalidArgument)
+	}
+	if p.Size < 0 {
+		return fmt.Errorf("negative size %d: %w", p.Size, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// MarshalAccessKey encodes k for storage.
+func MarshalAccessKey(k AccessKey) ([]byte, error) {
+	if err := checkAccessKey(k); err != nil {
+		return nil, fmt.Errorf("marshal access key %q: %w", k.ID, err)
+	}
+	created, err := unixNanos(k.Created)
+	if err != nil {
+		return nil, fmt.Errorf("marshal access key %q: created: %w", k.ID, err)
+	}
+	data, err := encode(&metapb.AccessKey{
+		Id:               k.ID,
+		Secret:           k.Secret,
+		Name:             k.Name,
+		CreatedUnixNanos: created,
+		Root:             k.Root,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("marshal access key %q: %w", k.ID, err)
+	}
+	return data, nil
+}
+
+// UnmarshalAccessKey decodes and validates a stored access key.
+func UnmarshalAccessKey(data []byte) (AccessKey, error) {
+	var pb metapb.AccessKey
+	if err := proto.Unmarshal(data, &pb); err != nil {
+		return AccessKey{}, corrupt("access key", err)
+	}
+	k := AccessKey{
+		ID:      pb.Id,
+		Secret:  pb.Secret,
+		Name:    pb.Name,
+		Created: fromUnixNanos(pb.CreatedUnixNanos),
+		Root:    pb.Root,
+	}
+	if err := checkAccessKey(k); err != nil {
+		return AccessKey{}, corrupt("access key", err)
+	}
+	return k, nil
+}
+
+// checkAccessKey holds the rules both directions enforce: a key without
+// an id cannot be named, one without a secret would sign with "".
+func checkAccessKey(k AccessKey) error {
+	if k.ID == "" {
+		return fmt.Errorf("empty id: %w", ErrInvalidArgument)
+	}
+	if k.Secret == "" {
+		return fmt.Errorf("empty secret: %w", ErrInvalidArgument)
 	}
 	return nil
 }

@@ -407,6 +407,263 @@ func (x *Posix) GetSymlink() []byte {
 	return nil
 }
 
+// A multipart upload (meta.Upload). The template is the row the completed
+// version is built from; its id is zero until Complete assigns one.
+type Upload struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Key                string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Id                 string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`                                                                    // 32 hex characters: meta.NewUploadID
+	InitiatedUnixNanos *int64                 `protobuf:"varint,3,opt,name=initiated_unix_nanos,json=initiatedUnixNanos,proto3,oneof" json:"initiated_unix_nanos,omitempty"` // unset for the zero time
+	// meta.UploadState: 0 uploading, 1 completing, 2 completed.
+	State         uint32   `protobuf:"varint,4,opt,name=state,proto3" json:"state,omitempty"`
+	Template      *Version `protobuf:"bytes,5,opt,name=template,proto3" json:"template,omitempty"` // absent when the upload has none
+	Version       []byte   `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`   // empty, or the 16 bytes of the completed version's id
+	Etag          string   `protobuf:"bytes,7,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Upload) Reset() {
+	*x = Upload{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Upload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Upload) ProtoMessage() {}
+
+func (x *Upload) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Upload.ProtoReflect.Descriptor instead.
+func (*Upload) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Upload) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Upload) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Upload) GetInitiatedUnixNanos() int64 {
+	if x != nil && x.InitiatedUnixNanos != nil {
+		return *x.InitiatedUnixNanos
+	}
+	return 0
+}
+
+func (x *Upload) GetState() uint32 {
+	if x != nil {
+		return x.State
+	}
+	return 0
+}
+
+func (x *Upload) GetTemplate() *Version {
+	if x != nil {
+		return x.Template
+	}
+	return nil
+}
+
+func (x *Upload) GetVersion() []byte {
+	if x != nil {
+		return x.Version
+	}
+	return nil
+}
+
+func (x *Upload) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+// One part of a multipart upload (meta.Part).
+type Part struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Number            int32                  `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"` // 1 to meta.MaxParts
+	Size              int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	Etag              string                 `protobuf:"bytes,3,opt,name=etag,proto3" json:"etag,omitempty"`
+	ModifiedUnixNanos *int64                 `protobuf:"varint,4,opt,name=modified_unix_nanos,json=modifiedUnixNanos,proto3,oneof" json:"modified_unix_nanos,omitempty"` // unset for the zero time
+	Checksums         map[string]string      `protobuf:"bytes,5,rep,name=checksums,proto3" json:"checksums,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Manifest          []byte                 `protobuf:"bytes,6,opt,name=manifest,proto3" json:"manifest,omitempty"` // opaque to meta, as in Version
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *Part) Reset() {
+	*x = Part{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Part) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Part) ProtoMessage() {}
+
+func (x *Part) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Part.ProtoReflect.Descriptor instead.
+func (*Part) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Part) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *Part) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *Part) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+func (x *Part) GetModifiedUnixNanos() int64 {
+	if x != nil && x.ModifiedUnixNanos != nil {
+		return *x.ModifiedUnixNanos
+	}
+	return 0
+}
+
+func (x *Part) GetChecksums() map[string]string {
+	if x != nil {
+		return x.Checksums
+	}
+	return nil
+}
+
+func (x *Part) GetManifest() []byte {
+	if x != nil {
+		return x.Manifest
+	}
+	return nil
+}
+
+// An S3 credential (meta.AccessKey).
+type AccessKey struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Id               string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Secret           string                 `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	Name             string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	CreatedUnixNanos *int64                 `protobuf:"varint,4,opt,name=created_unix_nanos,json=createdUnixNanos,proto3,oneof" json:"created_unix_nanos,omitempty"` // unset for the zero time
+	Root             bool                   `protobuf:"varint,5,opt,name=root,proto3" json:"root,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AccessKey) Reset() {
+	*x = AccessKey{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AccessKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AccessKey) ProtoMessage() {}
+
+func (x *AccessKey) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AccessKey.ProtoReflect.Descriptor instead.
+func (*AccessKey) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *AccessKey) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AccessKey) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *AccessKey) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AccessKey) GetCreatedUnixNanos() int64 {
+	if x != nil && x.CreatedUnixNanos != nil {
+		return *x.CreatedUnixNanos
+	}
+	return 0
+}
+
+func (x *AccessKey) GetRoot() bool {
+	if x != nil {
+		return x.Root
+	}
+	return false
+}
+
 var File_meta_metapb_meta_proto protoreflect.FileDescriptor
 
 const file_meta_metapb_meta_proto_rawDesc = "" +
@@ -456,7 +713,34 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x03gid\x18\x03 \x01(\rR\x03gid\x12-\n" +
 	"\x10mtime_unix_nanos\x18\x04 \x01(\x03H\x00R\x0emtimeUnixNanos\x88\x01\x01\x12\x18\n" +
 	"\asymlink\x18\x05 \x01(\fR\asymlinkB\x13\n" +
-	"\x11_mtime_unix_nanosB*Z(github.com/stratafs/stratafs/meta/metapbb\x06proto3"
+	"\x11_mtime_unix_nanos\"\xf2\x01\n" +
+	"\x06Upload\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x125\n" +
+	"\x14initiated_unix_nanos\x18\x03 \x01(\x03H\x00R\x12initiatedUnixNanos\x88\x01\x01\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\rR\x05state\x122\n" +
+	"\btemplate\x18\x05 \x01(\v2\x16.stratafs.meta.VersionR\btemplate\x12\x18\n" +
+	"\aversion\x18\x06 \x01(\fR\aversion\x12\x12\n" +
+	"\x04etag\x18\a \x01(\tR\x04etagB\x17\n" +
+	"\x15_initiated_unix_nanos\"\xaf\x02\n" +
+	"\x04Part\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x12\n" +
+	"\x04etag\x18\x03 \x01(\tR\x04etag\x123\n" +
+	"\x13modified_unix_nanos\x18\x04 \x01(\x03H\x00R\x11modifiedUnixNanos\x88\x01\x01\x12@\n" +
+	"\tchecksums\x18\x05 \x03(\v2\".stratafs.meta.Part.ChecksumsEntryR\tchecksums\x12\x1a\n" +
+	"\bmanifest\x18\x06 \x01(\fR\bmanifest\x1a<\n" +
+	"\x0eChecksumsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x16\n" +
+	"\x14_modified_unix_nanos\"\xa5\x01\n" +
+	"\tAccessKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x121\n" +
+	"\x12created_unix_nanos\x18\x04 \x01(\x03H\x00R\x10createdUnixNanos\x88\x01\x01\x12\x12\n" +
+	"\x04root\x18\x05 \x01(\bR\x04rootB\x15\n" +
+	"\x13_created_unix_nanosB*Z(github.com/stratafs/stratafs/meta/metapbb\x06proto3"
 
 var (
 	file_meta_metapb_meta_proto_rawDescOnce sync.Once
@@ -470,25 +754,31 @@ func file_meta_metapb_meta_proto_rawDescGZIP() []byte {
 	return file_meta_metapb_meta_proto_rawDescData
 }
 
-var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_meta_metapb_meta_proto_goTypes = []any{
-	(*Bucket)(nil),  // 0: stratafs.meta.Bucket
-	(*Version)(nil), // 1: stratafs.meta.Version
-	(*Content)(nil), // 2: stratafs.meta.Content
-	(*Posix)(nil),   // 3: stratafs.meta.Posix
-	nil,             // 4: stratafs.meta.Version.UserMetaEntry
-	nil,             // 5: stratafs.meta.Version.ChecksumsEntry
+	(*Bucket)(nil),    // 0: stratafs.meta.Bucket
+	(*Version)(nil),   // 1: stratafs.meta.Version
+	(*Content)(nil),   // 2: stratafs.meta.Content
+	(*Posix)(nil),     // 3: stratafs.meta.Posix
+	(*Upload)(nil),    // 4: stratafs.meta.Upload
+	(*Part)(nil),      // 5: stratafs.meta.Part
+	(*AccessKey)(nil), // 6: stratafs.meta.AccessKey
+	nil,               // 7: stratafs.meta.Version.UserMetaEntry
+	nil,               // 8: stratafs.meta.Version.ChecksumsEntry
+	nil,               // 9: stratafs.meta.Part.ChecksumsEntry
 }
 var file_meta_metapb_meta_proto_depIdxs = []int32{
 	2, // 0: stratafs.meta.Version.content:type_name -> stratafs.meta.Content
-	4, // 1: stratafs.meta.Version.user_meta:type_name -> stratafs.meta.Version.UserMetaEntry
+	7, // 1: stratafs.meta.Version.user_meta:type_name -> stratafs.meta.Version.UserMetaEntry
 	3, // 2: stratafs.meta.Version.posix:type_name -> stratafs.meta.Posix
-	5, // 3: stratafs.meta.Version.checksums:type_name -> stratafs.meta.Version.ChecksumsEntry
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	8, // 3: stratafs.meta.Version.checksums:type_name -> stratafs.meta.Version.ChecksumsEntry
+	1, // 4: stratafs.meta.Upload.template:type_name -> stratafs.meta.Version
+	9, // 5: stratafs.meta.Part.checksums:type_name -> stratafs.meta.Part.ChecksumsEntry
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_meta_metapb_meta_proto_init() }
@@ -498,13 +788,16 @@ func file_meta_metapb_meta_proto_init() {
 	}
 	file_meta_metapb_meta_proto_msgTypes[0].OneofWrappers = []any{}
 	file_meta_metapb_meta_proto_msgTypes[3].OneofWrappers = []any{}
+	file_meta_metapb_meta_proto_msgTypes[4].OneofWrappers = []any{}
+	file_meta_metapb_meta_proto_msgTypes[5].OneofWrappers = []any{}
+	file_meta_metapb_meta_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_metapb_meta_proto_rawDesc), len(file_meta_metapb_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
