@@ -21,7 +21,8 @@ type ListOptions struct {
 	// common prefix under Delimiter, the page starts after that prefix.
 	After string
 	// MaxKeys bounds keys plus common prefixes in the page; values above
-	// MaxListKeys (or ≤ 0 meaning "default") are treated as MaxListKeys.
+	// MaxListKeys, and 0 or less ("not given"), mean MaxListKeys. S3's
+	// explicit max-keys=0 (an empty page) is the front end's to answer.
 	MaxKeys int
 }
 

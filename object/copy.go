@@ -16,7 +16,10 @@ type CopyOptions struct {
 	Replace *Attrs
 	// Owner is recorded on the copy when Replace is nil.
 	Owner string
-	// CheckSource vets the source row (copy-source conditionals).
+	// CheckSource vets the source row (copy-source conditionals). It runs
+	// before anything is built or written, so a caller may also capture
+	// the source there (S3's x-amz-copy-source-version-id) or fill in
+	// Replace from it.
 	CheckSource func(src *meta.Version) error
 	// Check vets the destination's head atomically, as in PutOptions.
 	Check func(head *meta.Version) error
