@@ -115,6 +115,10 @@ type PutOptions struct {
 	// Check runs atomically against the key's current head before the row
 	// commits (conditional PUT); its error aborts the PUT.
 	Check func(head *meta.Version) error
+	// Finish, if set, runs once the whole body is stored and before the
+	// row commits: it may complete the row from what only the end of the
+	// body tells (trailing checksums) or refuse it with an error.
+	Finish func(v *meta.Version) error
 }
 
 // Put streams r into chunks and commits one new version of key: one meta
@@ -172,6 +176,11 @@ func (s *Service) putRow(ctx context.Context, b meta.Bucket, key string, m *data
 	}
 	v := &meta.Version{Key: key, Size: m.GetSize(), ETag: etag, Manifest: man}
 	o.apply(v)
+	if o.Finish != nil {
+		if err := o.Finish(v); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.commit(ctx, b, v, o.Check); err != nil {
 		return nil, err
 	}

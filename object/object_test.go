@@ -309,3 +309,25 @@ func TestPutManifestSharesChunks(t *testing.T) {
 		t.Fatalf("a 1-byte edit wrote %d chunks, want 1", n)
 	}
 }
+
+func TestFinishCompletesOrRefusesTheRow(t *testing.T) {
+	f := newFixture(t, meta.Enabled)
+	v, err := f.svc.Put(f.ctx, "bkt", "k", bytes.NewReader([]byte("body")), object.PutOptions{Size: -1,
+		Finish: func(v *meta.Version) error {
+			v.Checksums = map[string]string{"CRC32": "trailer"}
+			return nil
+		}})
+	if err != nil || v.Checksums["CRC32"] != "trailer" {
+		t.Fatalf("put with Finish = %+v, %v", v, err)
+	}
+	before := f.chunks()
+	refused := errors.New("trailer mismatch")
+	_, err = f.svc.Put(f.ctx, "bkt", "k", bytes.NewReader(randBytes(2*chunk)), object.PutOptions{Size: -1,
+		Finish: func(*meta.Version) error { return refused }})
+	if !errors.Is(err, refused) {
+		t.Fatalf("put refused by Finish: %v", err)
+	}
+	if head, _ := f.svc.Head(f.ctx, "bkt", "k", ""); head.ID != v.ID || f.chunks() != before {
+		t.Fatal("a put refused by Finish changed the bucket or left chunks")
+	}
+}
