@@ -38,6 +38,9 @@ type Store interface {
 	// is newest-first within a key.
 	Scan(ctx context.Context, b Bucket, o ScanOptions) Iter
 
+	Uploads
+	AccessKeys
+
 	Close() error
 }
 

@@ -42,6 +42,15 @@
 // too, but only after their retention period; the index keeps listings
 // independent of them meanwhile. So the index stays.
 //
+// # Multipart uploads
+//
+// An upload is one U record and each of its parts one P entry beside it.
+// PutPart reads the upload's state in the transaction that writes the
+// part, and Commit moves a Completing upload to Completed and drops its
+// parts in the transaction that writes the version row: no part lands
+// after Complete chose the parts, and no row exists whose upload is not
+// Completed.
+//
 // # Iteration
 //
 // Iterators read in batches (up to 128 entries per read transaction,

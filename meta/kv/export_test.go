@@ -76,3 +76,22 @@ func checkSpace(tx Txn, space byte, bid uint64, want map[string][]byte) error {
 	}
 	return err
 }
+
+// Entries counts the engine entries of bucket bid in each space of the
+// bucket's records that holds any, by the space's letter.
+func Entries(s meta.Store, bid uint64) (map[string]int, error) {
+	n := map[string]int{}
+	err := s.(*Store).e.View(context.Background(), func(tx Txn) error {
+		for _, space := range []byte{spaceVersion, spaceLive, spaceNull, spaceUpload, spacePart} {
+			start, end := prefixRange(space, bid, "")
+			if err := tx.Scan(start, end, func(_, _ []byte) bool {
+				n[string(space)]++
+				return true
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return n, err
+}

@@ -13,17 +13,26 @@ import (
 // ids are 8 bytes big-endian; strings are byte-stuffed (0x00 → 0x00 0xFF)
 // and terminated by 0x00 0x00, so a string sorts before its extensions and
 // the bytes that follow it never take part in comparing two strings;
-// version ids, fixed-width, come last.
+// version ids and part numbers, fixed-width, come last.
 //
 //	B name                 → MarshalBucket
 //	V bid key id           → MarshalVersion: every row, (key, id) order
 //	C bid key              → the key's first V row while it is not a delete marker
 //	N bid key              → the id of the key's null row
+//	U bid key upload       → MarshalUpload: (key, upload id) order, as S3 lists them
+//	P bid key upload n     → MarshalPart: n is the part number, 4 bytes big-endian
+//	A id                   → MarshalAccessKey
+//
+// Parts are entries of their own, not fields of the upload record, so
+// uploading a part writes only that part, whatever the upload holds.
 const (
-	spaceBucket  byte = 'B'
-	spaceVersion byte = 'V'
-	spaceLive    byte = 'C'
-	spaceNull    byte = 'N'
+	spaceBucket    byte = 'B'
+	spaceVersion   byte = 'V'
+	spaceLive      byte = 'C'
+	spaceNull      byte = 'N'
+	spaceUpload    byte = 'U'
+	spacePart      byte = 'P'
+	spaceAccessKey byte = 'A'
 )
 
 const idLen = len(meta.VersionID{})
@@ -57,10 +66,14 @@ func bucketSpace(space byte, bid uint64, extra int) []byte {
 	return k
 }
 
-// bucketKey is the key of the bucket record named name.
-func bucketKey(name string) []byte {
-	return appendString(append(make([]byte, 0, 3+len(name)), spaceBucket), name)
+// nameKey is space|name: the key of a record that belongs to no bucket,
+// a bucket (by name) or an access key (by id).
+func nameKey(space byte, name string) []byte {
+	return appendString(append(make([]byte, 0, 3+len(name)), space), name)
 }
+
+// bucketKey is the key of the bucket record named name.
+func bucketKey(name string) []byte { return nameKey(spaceBucket, name) }
 
 // keyKey is space|bid|key: a C or N entry, or the prefix of key's V rows.
 func keyKey(space byte, bid uint64, key string) []byte {
@@ -70,6 +83,24 @@ func keyKey(space byte, bid uint64, key string) []byte {
 // versionKey is the key of the V row (key, id).
 func versionKey(bid uint64, key string, id meta.VersionID) []byte {
 	return append(keyKey(spaceVersion, bid, key), id[:]...)
+}
+
+// uploadKey is space|bid|key|id: the U entry of upload id of key, or with
+// spacePart the prefix of its parts' entries.
+func uploadKey(space byte, bid uint64, key, id string) []byte {
+	k := bucketSpace(space, bid, len(key)+len(id)+8)
+	return appendString(appendString(k, key), id)
+}
+
+// partKey is the key of part n of upload id of key.
+func partKey(bid uint64, key, id string, n int32) []byte {
+	return binary.BigEndian.AppendUint32(uploadKey(spacePart, bid, key, id), uint32(n))
+}
+
+// partRange returns the range [start, end) of the parts of an upload.
+func partRange(bid uint64, key, id string) (start, end []byte) {
+	start = uploadKey(spacePart, bid, key, id)
+	return start, successor(start)
 }
 
 // prefixRange returns the range [start, end) of space's keys in bucket bid
@@ -123,16 +154,24 @@ func readSpace(k []byte, space byte) (bid uint64, rest []byte, err error) {
 	return binary.BigEndian.Uint64(k[1:9]), k[9:], nil
 }
 
-// decodeBucketKey returns the name in a bucket record's key.
-func decodeBucketKey(k []byte) (string, error) {
-	if len(k) == 0 || k[0] != spaceBucket {
-		return "", fmt.Errorf("%w: not a bucket key: %q", errKey, k)
+// noRest reports bytes left over after the last field of a key.
+func noRest(rest []byte) error {
+	if len(rest) > 0 {
+		return fmt.Errorf("%w: %d trailing bytes", errKey, len(rest))
+	}
+	return nil
+}
+
+// decodeNameKey is the inverse of nameKey.
+func decodeNameKey(k []byte, space byte) (string, error) {
+	if len(k) == 0 || k[0] != space {
+		return "", fmt.Errorf("%w: not in space %q: %q", errKey, space, k)
 	}
 	name, rest, err := readString(k[1:])
-	if err == nil && len(rest) > 0 {
-		err = fmt.Errorf("%w: %d trailing bytes", errKey, len(rest))
+	if err != nil {
+		return "", err
 	}
-	return name, err
+	return name, noRest(rest)
 }
 
 // decodeKeyKey is the inverse of keyKey.
@@ -141,11 +180,10 @@ func decodeKeyKey(k []byte, space byte) (bid uint64, key string, err error) {
 	if err != nil {
 		return 0, "", err
 	}
-	key, rest, err = readString(rest)
-	if err == nil && len(rest) > 0 {
-		err = fmt.Errorf("%w: %d trailing bytes", errKey, len(rest))
+	if key, rest, err = readString(rest); err != nil {
+		return 0, "", err
 	}
-	return bid, key, err
+	return bid, key, noRest(rest)
 }
 
 // decodeVersionKey is the inverse of versionKey.
@@ -162,4 +200,39 @@ func decodeVersionKey(k []byte) (bid uint64, key string, id meta.VersionID, err 
 		return 0, "", id, fmt.Errorf("%w: version id of %d bytes", errKey, len(rest))
 	}
 	return bid, key, meta.VersionID(rest), nil
+}
+
+// readUpload decodes space|bid|key|id from the front of k.
+func readUpload(k []byte, space byte) (bid uint64, key, id string, rest []byte, err error) {
+	if bid, rest, err = readSpace(k, space); err != nil {
+		return 0, "", "", nil, err
+	}
+	if key, rest, err = readString(rest); err != nil {
+		return 0, "", "", nil, err
+	}
+	if id, rest, err = readString(rest); err != nil {
+		return 0, "", "", nil, err
+	}
+	return bid, key, id, rest, nil
+}
+
+// decodeUploadKey is the inverse of uploadKey in spaceUpload.
+func decodeUploadKey(k []byte) (bid uint64, key, id string, err error) {
+	bid, key, id, rest, err := readUpload(k, spaceUpload)
+	if err != nil {
+		return 0, "", "", err
+	}
+	return bid, key, id, noRest(rest)
+}
+
+// decodePartKey is the inverse of partKey.
+func decodePartKey(k []byte) (bid uint64, key, id string, n int32, err error) {
+	bid, key, id, rest, err := readUpload(k, spacePart)
+	if err != nil {
+		return 0, "", "", 0, err
+	}
+	if len(rest) != 4 {
+		return 0, "", "", 0, fmt.Errorf("%w: part number of %d bytes", errKey, len(rest))
+	}
+	return bid, key, id, int32(binary.BigEndian.Uint32(rest)), nil
 }

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"strings"
 	"testing"
@@ -44,7 +45,7 @@ func FuzzKeyOrder(f *testing.F) {
 		if err != nil || lbid != bid || lk != ka {
 			t.Fatalf("decode(live(%d,%q)) = %d,%q,%v", bid, ka, lbid, lk, err)
 		}
-		if name, err := decodeBucketKey(bucketKey(ka)); err != nil || name != ka {
+		if name, err := decodeNameKey(bucketKey(ka), spaceBucket); err != nil || name != ka {
 			t.Fatalf("decode(bucket(%q)) = %q,%v", ka, name, err)
 		}
 
@@ -52,6 +53,63 @@ func FuzzKeyOrder(f *testing.F) {
 		in := bytes.Compare(start, ea) <= 0 && bytes.Compare(ea, end) < 0
 		if has := strings.HasPrefix(ka, prefix); in != has {
 			t.Fatalf("key %q, prefix %q: in range %v, has prefix %v", ka, prefix, in, has)
+		}
+	})
+}
+
+// FuzzUploadKeyOrder checks the upload and part keys as FuzzKeyOrder
+// checks rows: byte order is (key, upload id, part number) order, decoding
+// inverts encoding, prefix ranges hold the keys with the prefix, and the
+// position ListUploads starts from after a key lies past every upload of
+// that key and before every later key's.
+func FuzzUploadKeyOrder(f *testing.F) {
+	f.Add("a", "1", uint16(1), "a\x00", "0", uint16(2), uint64(7), "a")
+	f.Add("a", "\x00", uint16(10000), "a", "", uint16(1), uint64(0), "")
+	f.Add("a\xff", "\xff", uint16(0), "a", "\xff\x00", uint16(256), ^uint64(0), "a\xff")
+	f.Fuzz(func(t *testing.T, ka, ia string, na uint16, kb, ib string, nb uint16, bid uint64, prefix string) {
+		ua, ub := uploadKey(spaceUpload, bid, ka, ia), uploadKey(spaceUpload, bid, kb, ib)
+		want := strings.Compare(ka, kb)
+		if want == 0 {
+			want = strings.Compare(ia, ib)
+		}
+		if got := bytes.Compare(ua, ub); got != want {
+			t.Fatalf("order of uploads (%q,%q) vs (%q,%q): encoded %d, want %d", ka, ia, kb, ib, got, want)
+		}
+		pa, pb := partKey(bid, ka, ia, int32(na)), partKey(bid, kb, ib, int32(nb))
+		if want == 0 {
+			want = cmp.Compare(na, nb)
+		}
+		if got := bytes.Compare(pa, pb); got != want {
+			t.Fatalf("order of parts (%q,%q,%d) vs (%q,%q,%d): encoded %d, want %d", ka, ia, na, kb, ib, nb, got, want)
+		}
+
+		gbid, gk, gid, err := decodeUploadKey(ua)
+		if err != nil || gbid != bid || gk != ka || gid != ia {
+			t.Fatalf("decode(upload(%d,%q,%q)) = %d,%q,%q,%v", bid, ka, ia, gbid, gk, gid, err)
+		}
+		gbid, gk, gid, gn, err := decodePartKey(pa)
+		if err != nil || gbid != bid || gk != ka || gid != ia || gn != int32(na) {
+			t.Fatalf("decode(part(%d,%q,%q,%d)) = %d,%q,%q,%d,%v", bid, ka, ia, na, gbid, gk, gid, gn, err)
+		}
+		if id, err := decodeNameKey(nameKey(spaceAccessKey, ka), spaceAccessKey); err != nil || id != ka {
+			t.Fatalf("decode(access key(%q)) = %q,%v", ka, id, err)
+		}
+
+		start, end := prefixRange(spaceUpload, bid, prefix)
+		in := bytes.Compare(start, ua) <= 0 && bytes.Compare(ua, end) < 0
+		if has := strings.HasPrefix(ka, prefix); in != has {
+			t.Fatalf("upload key %q, prefix %q: in range %v, has prefix %v", ka, prefix, in, has)
+		}
+		ps, pe := partRange(bid, ka, ia)
+		if bytes.Compare(ps, pa) > 0 || bytes.Compare(pa, pe) >= 0 {
+			t.Fatalf("part %d of (%q,%q) outside its upload's range", na, ka, ia)
+		}
+		if in := bytes.Compare(ps, pb) <= 0 && bytes.Compare(pb, pe) < 0; in != (ka == kb && ia == ib) {
+			t.Fatalf("part of (%q,%q) in the range of (%q,%q): %v", kb, ib, ka, ia, in)
+		}
+		after := successor(keyKey(spaceUpload, bid, ka))
+		if bytes.Compare(ua, after) >= 0 || (bytes.Compare(ub, after) >= 0) != (kb > ka) {
+			t.Fatalf("after key %q: upload of %q at or past %x", ka, kb, after)
 		}
 	})
 }
@@ -83,7 +141,7 @@ func TestStuffedPrefix(t *testing.T) {
 	if k := versionKey(^uint64(0), "\xff\xff", meta.VersionID{0xff}); bytes.Compare(k, start) < 0 || bytes.Compare(k, end) >= 0 {
 		t.Errorf("row of the last bucket out of its range [%x, %x)", start, end)
 	}
-	if bytes.Compare(end, []byte{spaceVersion + 1}) != 0 {
+	if !bytes.Equal(end, []byte{spaceVersion + 1}) {
 		t.Errorf("end of the last bucket = %x, want %x", end, []byte{spaceVersion + 1})
 	}
 }
@@ -103,10 +161,34 @@ func TestDecodeRejects(t *testing.T) {
 			t.Errorf("%s: got %v, want ErrCorrupt", name, err)
 		}
 	}
+	upload := uploadKey(spaceUpload, 1, "k", "u")
+	for name, k := range map[string][]byte{
+		"wrong space":    append([]byte{spacePart}, upload[1:]...),
+		"no id":          upload[:12],
+		"trailing bytes": append(bytes.Clone(upload), 0),
+	} {
+		if _, _, _, err := decodeUploadKey(k); !errors.Is(err, meta.ErrCorrupt) {
+			t.Errorf("upload key, %s: got %v, want ErrCorrupt", name, err)
+		}
+	}
+	part := partKey(1, "k", "u", 1)
+	for name, k := range map[string][]byte{
+		"wrong space":     append([]byte{spaceUpload}, part[1:]...),
+		"short number":    part[:len(part)-1],
+		"trailing bytes":  append(bytes.Clone(part), 0),
+		"unterminated id": part[:len(part)-5],
+	} {
+		if _, _, _, _, err := decodePartKey(k); !errors.Is(err, meta.ErrCorrupt) {
+			t.Errorf("part key, %s: got %v, want ErrCorrupt", name, err)
+		}
+	}
+	if _, err := decodeNameKey(nameKey(spaceBucket, "k"), spaceAccessKey); !errors.Is(err, meta.ErrCorrupt) {
+		t.Errorf("bucket key as an access key: got %v, want ErrCorrupt", err)
+	}
 	if _, _, err := decodeKeyKey(append(keyKey(spaceLive, 1, "k"), 1), spaceLive); !errors.Is(err, meta.ErrCorrupt) {
 		t.Errorf("live key with trailing bytes: got %v, want ErrCorrupt", err)
 	}
-	if _, err := decodeBucketKey([]byte{spaceBucket, 'b', 0}); !errors.Is(err, meta.ErrCorrupt) {
+	if _, err := decodeNameKey([]byte{spaceBucket, 'b', 0}, spaceBucket); !errors.Is(err, meta.ErrCorrupt) {
 		t.Errorf("unterminated bucket key: got %v, want ErrCorrupt", err)
 	}
 }

@@ -25,16 +25,8 @@ func (s *Store) CreateBucket(ctx context.Context, b meta.Bucket) error {
 	if err != nil {
 		return fmt.Errorf("create bucket: %w", err)
 	}
-	k := bucketKey(b.Name)
 	err = s.e.Update(ctx, func(tx Txn) error {
-		old, err := tx.Get(k)
-		if err != nil {
-			return err
-		}
-		if old != nil {
-			return meta.ErrBucketExists
-		}
-		return tx.Set(k, data)
+		return insert(tx, bucketKey(b.Name), data, meta.ErrBucketExists)
 	})
 	if err != nil {
 		return fmt.Errorf("create bucket %s: %w", b.Name, err)
@@ -59,21 +51,9 @@ func (s *Store) Bucket(ctx context.Context, name string) (meta.Bucket, error) {
 func (s *Store) Buckets(ctx context.Context) ([]meta.Bucket, error) {
 	var bs []meta.Bucket
 	start := []byte{spaceBucket}
-	err := s.e.View(ctx, func(tx Txn) error {
-		bs = bs[:0]
-		var derr error
-		err := tx.Scan(start, successor(start), func(k, v []byte) bool {
-			var b meta.Bucket
-			if b, derr = unmarshalBucket(k, v); derr != nil {
-				return false
-			}
-			bs = append(bs, b)
-			return true
-		})
-		if err != nil {
-			return err
-		}
-		return derr
+	err := s.e.View(ctx, func(tx Txn) (err error) {
+		bs, err = collect(tx, start, successor(start), 0, unmarshalBucket, nil)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("buckets: %w", err)
@@ -108,7 +88,12 @@ func (s *Store) UpdateBucket(ctx context.Context, name string, fn func(*meta.Buc
 	return b, nil
 }
 
-// DeleteBucket removes the named bucket if it has no rows.
+// DeleteBucket removes the named bucket if it has no rows and no
+// multipart upload in progress (S3 refuses to delete a bucket with
+// uploads in progress). The records of completed uploads go with it: they
+// are kept only to answer a repeated Complete, and listings never show
+// them, so they must not keep an emptied bucket alive until the collector
+// comes by.
 func (s *Store) DeleteBucket(ctx context.Context, name string) error {
 	err := s.e.Update(ctx, func(tx Txn) error {
 		b, err := getBucket(tx, name)
@@ -126,6 +111,18 @@ func (s *Store) DeleteBucket(ctx context.Context, name string) error {
 		if !empty {
 			return meta.ErrBucketNotEmpty
 		}
+		start, end = prefixRange(spaceUpload, b.ID, "")
+		inProgress := func(u *meta.Upload) bool { return u.State != meta.Completed }
+		ups, err := collect(tx, start, end, 1, unmarshalUpload, inProgress)
+		if err != nil {
+			return err
+		}
+		if len(ups) > 0 {
+			return fmt.Errorf("upload %s of %q in progress: %w", ups[0].ID, ups[0].Key, meta.ErrBucketNotEmpty)
+		}
+		if err := deleteRange(tx, start, end); err != nil {
+			return err
+		}
 		return tx.Delete(bucketKey(name))
 	})
 	if err != nil {
@@ -136,20 +133,23 @@ func (s *Store) DeleteBucket(ctx context.Context, name string) error {
 
 // getBucket reads the named bucket record.
 func getBucket(tx Txn, name string) (meta.Bucket, error) {
-	k := bucketKey(name)
-	v, err := tx.Get(k)
-	if err != nil {
-		return meta.Bucket{}, err
+	return get(tx, bucketKey(name), meta.ErrNoSuchBucket, unmarshalBucket)
+}
+
+// liveBucket checks that b is still the bucket of its name: a write into a
+// bucket that was deleted, or deleted and created again, fails with
+// ErrNoSuchBucket, so records never land under a dead bucket id.
+func liveBucket(tx Txn, b meta.Bucket) error {
+	cur, err := getBucket(tx, b.Name)
+	if err == nil && cur.ID != b.ID {
+		err = meta.ErrNoSuchBucket
 	}
-	if v == nil {
-		return meta.Bucket{}, meta.ErrNoSuchBucket
-	}
-	return unmarshalBucket(k, v)
+	return err
 }
 
 // unmarshalBucket decodes a bucket record and checks it against its key.
 func unmarshalBucket(k, v []byte) (meta.Bucket, error) {
-	name, err := decodeBucketKey(k)
+	name, err := decodeNameKey(k, spaceBucket)
 	if err != nil {
 		return meta.Bucket{}, err
 	}
@@ -161,8 +161,7 @@ func unmarshalBucket(k, v []byte) (meta.Bucket, error) {
 }
 
 // Commit applies ms in one engine transaction. A commit into a bucket that
-// was deleted, or deleted and created again, fails with ErrNoSuchBucket:
-// rows never land under a dead bucket id.
+// was deleted, or deleted and created again, fails with ErrNoSuchBucket.
 func (s *Store) Commit(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) error {
 	if len(ms) == 0 {
 		return nil
@@ -179,15 +178,15 @@ func (s *Store) Commit(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) 
 		}
 	}
 	return s.e.Update(ctx, func(tx Txn) error {
-		cur, err := getBucket(tx, b.Name)
-		if err == nil && cur.ID != b.ID {
-			err = meta.ErrNoSuchBucket
-		}
-		if err != nil {
+		if err := liveBucket(tx, b); err != nil {
 			return fmt.Errorf("commit %s: %w", b.Name, err)
 		}
 		for i, m := range ms {
-			if err := apply(tx, b.ID, m, puts[i]); err != nil {
+			err := apply(tx, b.ID, m, puts[i])
+			if err == nil && m.CompleteUpload != "" {
+				err = completeUpload(tx, b.ID, m.Key, m.CompleteUpload)
+			}
+			if err != nil {
 				return fmt.Errorf("commit %s/%s: %w", b.Name, m.Key, err)
 			}
 		}
@@ -201,6 +200,9 @@ func checkMutation(m meta.Mutation) error {
 	}
 	if m.Put != nil && m.Put.Key != m.Key {
 		return fmt.Errorf("put of key %q in a mutation of another key: %w", m.Put.Key, meta.ErrInvalidArgument)
+	}
+	if m.CompleteUpload != "" {
+		return meta.ValidUploadID(m.CompleteUpload)
 	}
 	return nil
 }
@@ -398,6 +400,84 @@ func (s *Store) GetNull(ctx context.Context, b meta.Bucket, key string) (*meta.V
 		return nil, fmt.Errorf("get %s/%s@null: %w", b.Name, key, err)
 	}
 	return v, nil
+}
+
+// get reads the record at k and decodes it; missing if it is absent.
+func get[T any](tx Txn, k []byte, missing error, decode func(k, v []byte) (T, error)) (T, error) {
+	v, err := tx.Get(k)
+	if err == nil && v == nil {
+		err = missing
+	}
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return decode(k, v)
+}
+
+// collect decodes the records in [start, end) and returns, in order, up to
+// limit (no limit if limit ≤ 0) of those keep accepts (all if keep is nil).
+func collect[T any](tx Txn, start, end []byte, limit int, decode func(k, v []byte) (T, error), keep func(T) bool) ([]T, error) {
+	var out []T
+	var derr error
+	err := tx.Scan(start, end, func(k, v []byte) bool {
+		r, err := decode(k, v)
+		if err != nil {
+			derr = err
+			return false
+		}
+		if keep == nil || keep(r) {
+			out = append(out, r)
+		}
+		return limit <= 0 || len(out) < limit
+	})
+	if err == nil {
+		err = derr
+	}
+	return out, err
+}
+
+// insert sets k to v unless k exists, in which case it fails with exists:
+// the compare-and-set of every create.
+func insert(tx Txn, k, v []byte, exists error) error {
+	old, err := tx.Get(k)
+	if err != nil {
+		return err
+	}
+	if old != nil {
+		return exists
+	}
+	return tx.Set(k, v)
+}
+
+// deleteExisting removes k, failing with missing if it is absent.
+func deleteExisting(tx Txn, k []byte, missing error) error {
+	old, err := tx.Get(k)
+	if err == nil && old == nil {
+		err = missing
+	}
+	if err != nil {
+		return err
+	}
+	return tx.Delete(k)
+}
+
+// deleteRange removes every key in [start, end). Keys are gathered first:
+// a Scan callback must not write.
+func deleteRange(tx Txn, start, end []byte) error {
+	var ks [][]byte
+	if err := tx.Scan(start, end, func(k, _ []byte) bool {
+		ks = append(ks, bytes.Clone(k))
+		return true
+	}); err != nil {
+		return err
+	}
+	for _, k := range ks {
+		if err := tx.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close closes the engine.
