@@ -201,3 +201,99 @@ func (e *env) checkPages() error {
 	}
 	return nil
 }
+
+// testConcurrentComplete races Completes of one upload: moving it from
+// Uploading to Completing is a compare-and-set that exactly one wins.
+func testConcurrentComplete(t *testing.T, open Opener) {
+	e := newEnv(t, open, meta.Enabled)
+	u := e.createUpload("k")
+	e.putPart(u, 1)
+	const n = 20
+	lost := errors.New("not uploading")
+	rows := make([]*meta.Version, n)
+	fns := make([]func(*meta.Upload) error, n)
+	for i := range rows {
+		rows[i] = e.row("k")
+		fns[i] = func(c *meta.Upload) error {
+			if c.State != meta.Uploading {
+				return lost
+			}
+			c.State, c.Version, c.ETag = meta.Completing, rows[i].ID, rows[i].ETag
+			return nil
+		}
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range fns {
+		wg.Go(func() { _, errs[i] = e.s.UpdateUpload(e.ctx, e.b, u.Key, u.ID, fns[i]) })
+	}
+	wg.Wait()
+	won := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && won >= 0:
+			t.Fatalf("Completes %d and %d both moved the upload to Completing", won, i)
+		case err == nil:
+			won = i
+		case !errors.Is(err, lost):
+			t.Fatalf("a losing Complete: %v, want its fn's error", err)
+		}
+	}
+	if won < 0 {
+		t.Fatal("no Complete moved the upload to Completing")
+	}
+	if _, err := e.m.updateUpload(u.Key, u.ID, fns[won]); err != nil {
+		t.Fatal(err)
+	}
+	e.expectUploads()
+	e.mustCommit(e.completion(u, rows[won]))
+	e.commit(e.completion(u, rows[(won+1)%n])) // a loser that went on: ErrNoSuchUpload
+	e.expectState()
+	e.expectUploads()
+}
+
+// testConcurrentParts uploads parts while the upload moves to Completing:
+// each PutPart either lands before the move, and its part is among the
+// parts Complete sees, or fails with ErrNoSuchUpload and leaves nothing.
+func testConcurrentParts(t *testing.T, open Opener) {
+	e := newEnv(t, open, meta.Enabled)
+	u := e.createUpload("k")
+	const n = 40
+	parts := make([]*meta.Part, n)
+	for i := range parts {
+		parts[i] = e.newPart(int32(i + 1))
+	}
+	v := e.row("k")
+	complete := func(c *meta.Upload) error {
+		c.State, c.Version = meta.Completing, v.ID
+		return nil
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range parts {
+		if i == n/2 {
+			wg.Go(func() {
+				if _, err := e.s.UpdateUpload(e.ctx, e.b, u.Key, u.ID, complete); err != nil {
+					t.Errorf("UpdateUpload: %v", err)
+				}
+			})
+		}
+		wg.Go(func() { errs[i] = e.s.PutPart(e.ctx, e.b, u.Key, u.ID, parts[i]) })
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			e.m.putPart(u.Key, u.ID, parts[i])
+		case !errors.Is(err, meta.ErrNoSuchUpload):
+			t.Fatalf("PutPart(%d) racing Complete: %v, want nil or ErrNoSuchUpload", i+1, err)
+		}
+	}
+	if _, err := e.m.updateUpload(u.Key, u.ID, complete); err != nil {
+		t.Fatal(err)
+	}
+	e.expectUploads()
+}

@@ -412,6 +412,9 @@ func describeMutations(ms []meta.Mutation) string {
 		if m.Put != nil {
 			s += " Put:" + rowIDs([]*meta.Version{m.Put})
 		}
+		if m.CompleteUpload != "" {
+			s += " CompleteUpload:" + m.CompleteUpload
+		}
 		parts = append(parts, s+"}")
 	}
 	return strings.Join(parts, ", ")

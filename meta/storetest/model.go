@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"strings"
@@ -10,10 +11,19 @@ import (
 
 // model is the suite's reference store: one bucket's rows in scan order
 // (key ascending, newest first within a key), changed exactly as
-// meta.Store.Commit documents. Every page the suite expects is computed
-// from it by the plain loops below, never by the code under test.
+// meta.Store.Commit documents, and its multipart uploads. Every page the
+// suite expects is computed from it by the plain loops below, never by
+// the code under test.
 type model struct {
-	rows []*meta.Version
+	rows    []*meta.Version
+	uploads []modelUpload // in (key, id) order
+}
+
+// A modelUpload is an upload and its parts in number order. Both are
+// replaced, never changed in place, once the model holds them.
+type modelUpload struct {
+	u     *meta.Upload
+	parts []*meta.Part
 }
 
 // search returns the index of row (key, id), or where it would be.
@@ -55,15 +65,16 @@ func (m *model) null(key string) *meta.Version {
 }
 
 // commit applies ms in order, all or none, and returns the error the
-// store must return: ErrInvalidKey, a Check's error, or ErrNoSuchVersion.
+// store must return: ErrInvalidKey, a Check's error, ErrNoSuchVersion or
+// ErrNoSuchUpload.
 func (m *model) commit(ms ...meta.Mutation) error {
-	next := &model{rows: slices.Clone(m.rows)}
+	next := &model{rows: slices.Clone(m.rows), uploads: slices.Clone(m.uploads)}
 	for _, mu := range ms {
 		if err := next.apply(mu); err != nil {
 			return err
 		}
 	}
-	m.rows = next.rows
+	*m = *next
 	return nil
 }
 
@@ -88,6 +99,15 @@ func (m *model) apply(mu meta.Mutation) error {
 		v := clone(mu.Put)
 		i, _ := m.search(v.Key, v.ID)
 		m.rows = slices.Insert(m.rows, i, v)
+	}
+	if mu.CompleteUpload != "" {
+		i, ok := m.searchUpload(mu.Key, mu.CompleteUpload)
+		if !ok || m.uploads[i].u.State != meta.Completing {
+			return meta.ErrNoSuchUpload
+		}
+		u := *m.uploads[i].u
+		u.State = meta.Completed
+		m.uploads[i] = modelUpload{u: &u}
 	}
 	return nil
 }
@@ -223,6 +243,126 @@ func (m *model) markerID(key, marker string) (meta.VersionID, error) {
 		last[i] = 0xff
 	}
 	return last, nil
+}
+
+// searchUpload returns the index of upload (key, id), or where it would be.
+func (m *model) searchUpload(key, id string) (int, bool) {
+	return slices.BinarySearchFunc(m.uploads, [2]string{key, id}, func(mu modelUpload, t [2]string) int {
+		return cmp.Or(strings.Compare(mu.u.Key, t[0]), strings.Compare(mu.u.ID, t[1]))
+	})
+}
+
+// upload returns upload (key, id) with its parts, or nil.
+func (m *model) upload(key, id string) *modelUpload {
+	if i, ok := m.searchUpload(key, id); ok {
+		return &m.uploads[i]
+	}
+	return nil
+}
+
+// createUpload records a copy of u.
+func (m *model) createUpload(u *meta.Upload) {
+	i, _ := m.searchUpload(u.Key, u.ID)
+	m.uploads = slices.Insert(m.uploads, i, modelUpload{u: cloneUpload(u)})
+}
+
+// updateUpload applies fn to a copy of upload (key, id) as UpdateUpload
+// documents and returns the result, or the error the store must return:
+// ErrNoSuchUpload, fn's, or ErrInvalidArgument when fn changed the key or
+// id, or moved the upload past Uploading without a version id.
+func (m *model) updateUpload(key, id string, fn func(*meta.Upload) error) (*meta.Upload, error) {
+	mu := m.upload(key, id)
+	if mu == nil {
+		return nil, meta.ErrNoSuchUpload
+	}
+	u := cloneUpload(mu.u)
+	if err := fn(u); err != nil {
+		return nil, err
+	}
+	if u.Key != key || u.ID != id || u.State != meta.Uploading && u.Version.IsZero() {
+		return nil, meta.ErrInvalidArgument
+	}
+	mu.u = cloneUpload(u)
+	return u, nil
+}
+
+// deleteUpload removes upload (key, id) and its parts.
+func (m *model) deleteUpload(key, id string) error {
+	i, ok := m.searchUpload(key, id)
+	if !ok {
+		return meta.ErrNoSuchUpload
+	}
+	m.uploads = slices.Delete(m.uploads, i, i+1)
+	return nil
+}
+
+// listUploads is the page ListUploads should return; o.Limit must be
+// positive.
+func (m *model) listUploads(o meta.UploadListOptions) []*meta.Upload {
+	var out []*meta.Upload
+	for _, mu := range m.uploads {
+		u := mu.u
+		switch {
+		case !strings.HasPrefix(u.Key, o.Prefix), u.State == meta.Completed && !o.Completed:
+		case o.AfterKey != "" && (u.Key < o.AfterKey || u.Key == o.AfterKey && (o.AfterID == "" || u.ID <= o.AfterID)):
+		case len(out) < o.Limit:
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// putPart stores a copy of p in upload (key, id), replacing a part of the
+// same number, and returns the error the store must return.
+func (m *model) putPart(key, id string, p *meta.Part) error {
+	if p.Number < 1 || p.Number > meta.MaxParts {
+		return meta.ErrInvalidArgument
+	}
+	mu := m.upload(key, id)
+	if mu == nil || mu.u.State != meta.Uploading {
+		return meta.ErrNoSuchUpload
+	}
+	i, found := slices.BinarySearchFunc(mu.parts, p.Number, func(q *meta.Part, n int32) int { return cmp.Compare(q.Number, n) })
+	parts := slices.Clone(mu.parts)
+	if found {
+		parts[i] = clonePart(p)
+	} else {
+		parts = slices.Insert(parts, i, clonePart(p))
+	}
+	mu.parts = parts
+	return nil
+}
+
+// partsAfter is the page Parts should return; limit must be positive.
+func (m *model) partsAfter(key, id string, after int32, limit int) ([]*meta.Part, error) {
+	mu := m.upload(key, id)
+	if mu == nil {
+		return nil, meta.ErrNoSuchUpload
+	}
+	var out []*meta.Part
+	for _, p := range mu.parts {
+		if p.Number > after && len(out) < limit {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// cloneUpload returns a deep copy of u.
+func cloneUpload(u *meta.Upload) *meta.Upload {
+	c := *u
+	if u.Template != nil {
+		c.Template = clone(u.Template)
+	}
+	return &c
+}
+
+// clonePart returns a deep copy of p.
+func clonePart(p *meta.Part) *meta.Part {
+	c := *p
+	c.Checksums = maps.Clone(p.Checksums)
+	c.Manifest = slices.Clone(p.Manifest)
+	return &c
 }
 
 // clone returns a deep copy of v.

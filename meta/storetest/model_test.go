@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -146,5 +147,77 @@ func TestModelCommit(t *testing.T) {
 	}
 	if got, want := format(page{entries: entries(m.rows, "", "")}), "a2* a1 ab1* ac1* n2* cm*"; got != want {
 		t.Errorf("after replacing the null row and removing a marker: %q, want %q", got, want)
+	}
+}
+
+func TestModelUploads(t *testing.T) {
+	id := func(n int) string { return fmt.Sprintf("%032x", n) }
+	m := &model{}
+	for _, u := range []*meta.Upload{
+		{Key: "b", ID: id(1)},
+		{Key: "a", ID: id(2)},
+		{Key: "a/b", ID: id(1)},
+		{Key: "a", ID: id(1)},
+	} {
+		m.createUpload(u)
+	}
+	for _, n := range []int32{3, 1, 2, 1} {
+		if err := m.putPart("a", id(1), &meta.Part{Number: n, Size: int64(n)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.putPart("a", id(1), &meta.Part{Number: 0}); err != meta.ErrInvalidArgument {
+		t.Errorf("part 0: %v, want ErrInvalidArgument", err)
+	}
+	ps, err := m.partsAfter("a", id(1), 1, 5)
+	if err != nil || len(ps) != 2 || ps[0].Number != 2 || ps[1].Number != 3 {
+		t.Errorf("parts after 1 = %s, %v; want parts 2 and 3", showParts(ps), err)
+	}
+	version := meta.NewVersionID(clockStart())
+	for _, key := range []string{"a/b", "b"} {
+		if _, err := m.updateUpload(key, id(1), func(u *meta.Upload) error {
+			u.State, u.Version = meta.Completing, version
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.putPart("b", id(1), &meta.Part{Number: 1}); err != meta.ErrNoSuchUpload {
+		t.Errorf("part of a completing upload: %v, want ErrNoSuchUpload", err)
+	}
+	if err := m.commit(meta.Mutation{Key: "a/b", CompleteUpload: id(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.commit(meta.Mutation{Key: "a", CompleteUpload: id(1)}); err != meta.ErrNoSuchUpload {
+		t.Errorf("completing an upload in Uploading: %v, want ErrNoSuchUpload", err)
+	}
+
+	short := func(us []*meta.Upload) string {
+		var parts []string
+		for _, u := range us {
+			parts = append(parts, fmt.Sprintf("%s@%s", u.Key, strings.TrimLeft(u.ID, "0")))
+		}
+		return strings.Join(parts, " ")
+	}
+	for _, c := range []struct {
+		o    meta.UploadListOptions
+		want string
+	}{
+		{meta.UploadListOptions{Limit: 9}, "a@1 a@2 b@1"},
+		{meta.UploadListOptions{Limit: 9, Completed: true}, "a@1 a@2 a/b@1 b@1"},
+		{meta.UploadListOptions{Limit: 2, Completed: true}, "a@1 a@2"},
+		{meta.UploadListOptions{AfterKey: "a", Limit: 9}, "b@1"},
+		{meta.UploadListOptions{AfterKey: "a", AfterID: id(1), Limit: 9}, "a@2 b@1"},
+		{meta.UploadListOptions{AfterKey: "a/b", AfterID: id(0), Limit: 9, Completed: true}, "a/b@1 b@1"},
+		{meta.UploadListOptions{AfterID: id(1), Limit: 9}, "a@1 a@2 b@1"},
+		{meta.UploadListOptions{Prefix: "a", Limit: 1}, "a@1"},
+		{meta.UploadListOptions{Prefix: "a/", Limit: 9}, ""},
+	} {
+		if got := short(m.listUploads(c.o)); got != c.want {
+			t.Errorf("listUploads(%+v) = %q, want %q", c.o, got, c.want)
+		}
+	}
+	if ps, err := m.partsAfter("a/b", id(1), 0, 9); err != nil || len(ps) != 0 {
+		t.Errorf("parts of a completed upload = %s, %v; want none", showParts(ps), err)
 	}
 }

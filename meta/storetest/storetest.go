@@ -47,6 +47,7 @@ var cases = []struct {
 	{"Buckets/Update", testBucketsUpdate},
 	{"Buckets/Recreate", testBucketsRecreate},
 	{"Buckets/Isolation", testBucketsIsolation},
+	{"Buckets/DeleteUploads", testBucketsDeleteUploads},
 	{"Semantics", testSemantics},
 	{"RoundTrip", testRoundTrip},
 	{"Check", testCheck},
@@ -70,6 +71,15 @@ var cases = []struct {
 	{"Concurrency/Puts", testConcurrentPuts},
 	{"Concurrency/NullRace", testConcurrentNull},
 	{"Concurrency/ReadWrite", testConcurrentReadWrite},
+	{"Concurrency/Complete", testConcurrentComplete},
+	{"Concurrency/Parts", testConcurrentParts},
+	{"Uploads/Create", testUploadsCreate},
+	{"Uploads/Update", testUploadsUpdate},
+	{"Uploads/Parts", testUploadsParts},
+	{"Uploads/Complete", testUploadsComplete},
+	{"Uploads/List", testUploadsList},
+	{"Uploads/Delete", testUploadsDelete},
+	{"AccessKeys", testAccessKeys},
 }
 
 // A subcase runs on a fixture shared with the other subcases of its case.
