@@ -39,6 +39,7 @@ func commands() []command {
 		{"get", "get BUCKET/KEY [FILE|-] [--version V] [--as-of TIME]", runGet},
 		{"ls", "ls [BUCKET[/PREFIX]] [--versions] [--as-of TIME] [--recursive]", runLs},
 		{"rm", "rm BUCKET/KEY [--version V]", runRm},
+		{"mount", "mount BUCKET DIR [--read-only] [--allow-other] [--uid N] [--gid N] [--umask 022] [--attr-timeout 1s] [--entry-timeout 1s]", runMount},
 		{"serve", "serve [--listen ADDR] [--region R] [--domain D] [--tls-cert F --tls-key F] [--log-level L]", runServe},
 	}
 }

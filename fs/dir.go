@@ -1,0 +1,465 @@
+package fs
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"syscall"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/object"
+)
+
+// A dirNode is a directory of the live tree: the root, or a prefix made a
+// directory by its marker or by the keys under it.
+type dirNode struct {
+	node
+
+	mu     sync.Mutex
+	marker *meta.Version // the last known marker; nil when there is none
+}
+
+var (
+	_ = (fusefs.NodeGetattrer)((*dirNode)(nil))
+	_ = (fusefs.NodeSetattrer)((*dirNode)(nil))
+	_ = (fusefs.NodeLookuper)((*dirNode)(nil))
+	_ = (fusefs.NodeOpendirHandler)((*dirNode)(nil))
+	_ = (fusefs.NodeCreater)((*dirNode)(nil))
+	_ = (fusefs.NodeMkdirer)((*dirNode)(nil))
+	_ = (fusefs.NodeSymlinker)((*dirNode)(nil))
+	_ = (fusefs.NodeUnlinker)((*dirNode)(nil))
+	_ = (fusefs.NodeRmdirer)((*dirNode)(nil))
+	_ = (fusefs.NodeRenamer)((*dirNode)(nil))
+	_ = (fusefs.NodeLinker)((*dirNode)(nil))
+)
+
+// prefix returns the prefix of the keys in the directory: "" for the root,
+// else its path and "/".
+func (n *dirNode) prefix() (string, syscall.Errno) {
+	p, ok := n.path()
+	switch {
+	case !ok:
+		return "", syscall.ENOENT
+	case p == "":
+		return "", 0
+	}
+	return p + "/", 0
+}
+
+// childKey returns the key of the entry name in the directory.
+func (n *dirNode) childKey(name string) (string, syscall.Errno) {
+	p, errno := n.prefix()
+	if errno != 0 {
+		return "", errno
+	}
+	if len(p)+len(name) > meta.MaxKeyLen {
+		return "", syscall.ENAMETOOLONG
+	}
+	return p + name, 0
+}
+
+// virtual reports whether name is the root's .versions, which no
+// operation of the live tree may touch.
+func (n *dirNode) virtual(name string) bool { return n.IsRoot() && name == versionsName }
+
+// known records marker as the directory's and fills out with its
+// attributes.
+func (n *dirNode) known(marker *meta.Version, out *fuse.Attr) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.marker = marker
+	n.fsys.dirAttr(marker, out)
+}
+
+// Getattr reads the marker again. A directory whose keys are all gone
+// keeps its last attributes: it may be some process's working directory.
+func (n *dirNode) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	p, ok := n.path()
+	if ok && p != "" {
+		st, err := n.fsys.svc.Stat(ctx, n.fsys.bucket, p)
+		if err != nil {
+			return n.fsys.errno("stat "+p, err)
+		}
+		if st.Dir {
+			n.known(st.Marker, &out.Attr)
+			return 0
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.fsys.dirAttr(n.marker, &out.Attr)
+	return 0
+}
+
+// Setattr stores chmod, chown and utimes in the marker, creating one for
+// a directory that has none. The root has no key to keep them in.
+func (n *dirNode) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if !changesPOSIX(in) {
+		return n.Getattr(ctx, fh, out)
+	}
+	errno := n.updateMarker(ctx, func(a *object.Attrs) error {
+		setPOSIX(a.POSIX, in)
+		return nil
+	})
+	if errno != 0 {
+		return errno
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.fsys.dirAttr(n.marker, &out.Attr)
+	return 0
+}
+
+// updateMarker commits a new version of the directory's marker with fn
+// applied to its attributes.
+func (n *dirNode) updateMarker(ctx context.Context, fn func(*object.Attrs) error) syscall.Errno {
+	ctx = context.WithoutCancel(ctx)
+	key, errno := n.prefix()
+	switch {
+	case errno != 0:
+		return errno
+	case key == "":
+		return syscall.EPERM
+	}
+	v, err := n.fsys.update(ctx, key, true, fn)
+	if errors.Is(err, meta.ErrNoSuchKey) {
+		p := n.fsys.posix(nil, true)
+		a := object.Attrs{POSIX: &p}
+		if err := fn(&a); err != nil {
+			return n.fsys.errno("setattr "+key, err)
+		}
+		v, err = n.fsys.create(ctx, key, a)
+	}
+	if err != nil {
+		return n.fsys.errno("setattr "+key, err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.marker = v
+	return 0
+}
+
+func (n *dirNode) userMeta(ctx context.Context) (map[string]string, syscall.Errno) {
+	key, errno := n.prefix()
+	if errno != 0 || key == "" {
+		return nil, errno
+	}
+	v, err := n.fsys.svc.Head(ctx, n.fsys.bucket, key, "")
+	switch {
+	case errors.Is(err, meta.ErrNoSuchKey):
+		return nil, 0
+	case err != nil:
+		return nil, n.fsys.errno("getxattr "+key, err)
+	}
+	return v.UserMeta, 0
+}
+
+func (n *dirNode) updateUserMeta(ctx context.Context, fn func(map[string]string) error) syscall.Errno {
+	return n.updateMarker(ctx, func(a *object.Attrs) error {
+		a.UserMeta = cloneMeta(a.UserMeta)
+		return fn(a.UserMeta)
+	})
+}
+
+func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	if n.virtual(name) {
+		return n.versionsRoot(ctx, out), 0
+	}
+	key, errno := n.childKey(name)
+	if errno != 0 {
+		return nil, errno
+	}
+	// A file being written may not be in the store yet, and its draft
+	// is newer than the store anyway.
+	if ch := n.GetChild(name); ch != nil {
+		if f, ok := ch.Operations().(*fileNode); ok && f.draftAttr(&out.Attr) {
+			return ch, 0
+		}
+	}
+	st, err := n.fsys.svc.Stat(ctx, n.fsys.bucket, key)
+	if err != nil {
+		return nil, n.fsys.errno("lookup "+key, err)
+	}
+	switch {
+	case st.Dir:
+		return n.dirChild(ctx, name, st.Marker, out), 0
+	case st.File != nil:
+		return n.fileChild(ctx, name, st.File, out), 0
+	}
+	return nil, syscall.ENOENT
+}
+
+// fileChild returns the inode of the file or symlink name, whose latest
+// version is v: the inode known under that name if it shows v or is being
+// written (its draft and handles stay with the name), else a new one.
+func (n *dirNode) fileChild(ctx context.Context, name string, v *meta.Version, out *fuse.EntryOut) *fusefs.Inode {
+	mode := n.fsys.posix(v, false).Mode & syscall.S_IFMT
+	if ch := n.GetChild(name); ch != nil && ch.Mode() == mode {
+		if f, ok := ch.Operations().(*fileNode); ok && f.shows(v, &out.Attr) {
+			return ch
+		}
+	}
+	n.fsys.fileAttr(v, &out.Attr)
+	return n.NewInode(ctx, &fileNode{node: node{fsys: n.fsys}, v: v}, fusefs.StableAttr{Mode: mode})
+}
+
+// dirChild returns the inode of the subdirectory name.
+func (n *dirNode) dirChild(ctx context.Context, name string, marker *meta.Version, out *fuse.EntryOut) *fusefs.Inode {
+	if ch := n.GetChild(name); ch != nil {
+		if d, ok := ch.Operations().(*dirNode); ok {
+			d.known(marker, &out.Attr)
+			return ch
+		}
+	}
+	d := &dirNode{node: node{fsys: n.fsys}}
+	d.known(marker, &out.Attr)
+	return n.NewInode(ctx, d, fusefs.StableAttr{Mode: syscall.S_IFDIR})
+}
+
+func (n *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	p, errno := n.prefix()
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	list := func() pager { return &listPager{fsys: n.fsys, root: n.IsRoot(), merge: merger{prefix: p}} }
+	return newDirHandle(list, n.direntLookup), 0, 0
+}
+
+// direntLookup answers READDIRPLUS for an entry just listed: a file from
+// the version the listing returned, without asking the store again; a
+// directory by a lookup, which reads its marker.
+func (n *dirNode) direntLookup(ctx context.Context, e dirent, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	if e.v != nil {
+		return n.fileChild(ctx, e.name, e.v, out), 0
+	}
+	return n.Lookup(ctx, e.name, out)
+}
+
+// Create starts a new file as a draft: nothing is written to the store
+// until the file is closed or fsynced, so creating and writing a file
+// makes exactly one version.
+func (n *dirNode) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+	key, errno := n.childKey(name)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	st, err := n.fsys.svc.Stat(ctx, n.fsys.bucket, key)
+	switch {
+	case err != nil:
+		return nil, nil, 0, n.fsys.errno("create "+key, err)
+	case st.Dir:
+		return nil, nil, 0, syscall.EISDIR
+	case st.File != nil && flags&syscall.O_EXCL != 0:
+		return nil, nil, 0, syscall.EEXIST
+	case st.File != nil: // the kernel had not seen it yet
+		ch := n.fileChild(ctx, name, st.File, out)
+		fh, fl, errno := ch.Operations().(*fileNode).Open(ctx, flags)
+		return ch, fh, fl, errno
+	}
+	p := n.fsys.newPOSIX(ctx, syscall.S_IFREG|mode&0o7777)
+	d, err := n.fsys.newDraft(nil, object.Attrs{POSIX: &p})
+	if err != nil {
+		return nil, nil, 0, n.fsys.errno("create "+key, err)
+	}
+	d.refs = 1
+	f := &fileNode{node: node{fsys: n.fsys}, draft: d}
+	d.attr(&out.Attr)
+	return n.NewInode(ctx, f, fusefs.StableAttr{Mode: syscall.S_IFREG}), &draftHandle{n: f, d: d, write: true}, 0, 0
+}
+
+// create commits a zero-byte key that must not exist yet: a directory
+// marker or a symlink.
+func (f *fsys) create(ctx context.Context, key string, a object.Attrs) (*meta.Version, error) {
+	defer f.own.hold(key)()
+	return f.svc.Put(ctx, f.bucket, key, strings.NewReader(""), object.PutOptions{Attrs: a, Check: absent})
+}
+
+// exists reports whether key names a file or a directory.
+func (n *dirNode) exists(ctx context.Context, key string) (bool, syscall.Errno) {
+	st, err := n.fsys.svc.Stat(ctx, n.fsys.bucket, key)
+	if err != nil {
+		return false, n.fsys.errno("stat "+key, err)
+	}
+	return st.File != nil || st.Dir, 0
+}
+
+// Mkdir writes the directory's marker, carrying its mode and owner.
+func (n *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx)
+	key, errno := n.childKey(name)
+	if errno != 0 {
+		return nil, errno
+	}
+	if ok, errno := n.exists(ctx, key); errno != 0 || ok {
+		return nil, cmp.Or(errno, syscall.EEXIST)
+	}
+	p := n.fsys.newPOSIX(ctx, syscall.S_IFDIR|mode&0o7777)
+	v, err := n.fsys.create(ctx, key+"/", object.Attrs{POSIX: &p})
+	if err != nil {
+		return nil, n.fsys.errno("mkdir "+key, err)
+	}
+	return n.dirChild(ctx, name, v, out), 0
+}
+
+// Symlink writes a zero-byte key whose POSIX attributes hold the target.
+func (n *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	ctx = context.WithoutCancel(ctx)
+	key, errno := n.childKey(name)
+	if errno != 0 {
+		return nil, errno
+	}
+	if ok, errno := n.exists(ctx, key); errno != 0 || ok {
+		return nil, cmp.Or(errno, syscall.EEXIST)
+	}
+	p := n.fsys.newPOSIX(ctx, syscall.S_IFLNK|0o777)
+	p.Symlink = target
+	v, err := n.fsys.create(ctx, key, object.Attrs{POSIX: &p})
+	if err != nil {
+		return nil, n.fsys.errno("symlink "+key, err)
+	}
+	return n.fileChild(ctx, name, v, out), 0
+}
+
+// Unlink deletes the key: a delete marker in a versioned bucket, so the
+// file stays readable under .versions.
+func (n *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
+	ctx = context.WithoutCancel(ctx)
+	key, errno := n.childKey(name)
+	if errno != 0 {
+		return errno
+	}
+	if ch := n.GetChild(name); ch != nil {
+		if f, ok := ch.Operations().(*fileNode); ok && f.uncommitted() {
+			return 0 // created here and never committed: nothing to delete
+		}
+	}
+	defer n.fsys.own.hold(key)()
+	if _, err := n.fsys.svc.Delete(ctx, n.fsys.bucket, key, object.DeleteOptions{}); err != nil {
+		return n.fsys.errno("unlink "+key, err)
+	}
+	return 0
+}
+
+// Rmdir deletes the directory's marker, refusing while any key lies under
+// it. A directory that has neither is already gone from the store: only
+// the kernel still knew it.
+func (n *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
+	ctx = context.WithoutCancel(ctx)
+	if n.virtual(name) {
+		return syscall.EROFS
+	}
+	key, errno := n.childKey(name)
+	if errno != 0 {
+		return errno
+	}
+	prefix := key + "/"
+	empty, marker, errno := n.emptyDir(ctx, prefix)
+	switch {
+	case errno != 0:
+		return errno
+	case !empty || n.writingUnder(name):
+		return syscall.ENOTEMPTY
+	case !marker:
+		return 0
+	}
+	defer n.fsys.own.hold(prefix)()
+	if _, err := n.fsys.svc.Delete(ctx, n.fsys.bucket, prefix, object.DeleteOptions{}); err != nil {
+		return n.fsys.errno("rmdir "+key, err)
+	}
+	return 0
+}
+
+// emptyDir reports whether no key but the marker lies under prefix, and
+// whether the marker exists.
+func (n *dirNode) emptyDir(ctx context.Context, prefix string) (empty, marker bool, errno syscall.Errno) {
+	res, err := n.fsys.svc.List(ctx, n.fsys.bucket, meta.ListOptions{Prefix: prefix, MaxKeys: 2})
+	if err != nil {
+		return false, false, n.fsys.errno("list "+prefix, err)
+	}
+	for _, v := range res.Objects {
+		if v.Key != prefix {
+			return false, marker, 0
+		}
+		marker = true
+	}
+	return true, marker, 0
+}
+
+// writingUnder reports whether the subdirectory name holds a file created
+// in the mount and not committed yet.
+func (n *dirNode) writingUnder(name string) bool {
+	ch := n.GetChild(name)
+	if ch == nil {
+		return false
+	}
+	for _, c := range ch.Children() {
+		if f, ok := c.Operations().(*fileNode); ok && f.uncommitted() {
+			return true
+		}
+	}
+	return false
+}
+
+// Rename moves a file with object.Rename (no bytes copied; an existing
+// destination is replaced) and a directory with object.RenamePrefix: every
+// key under it in one commit, up to MaxRenameKeys, past which it fails
+// with EXDEV so that mv copies instead. RENAME_EXCHANGE is not supported.
+func (n *dirNode) Rename(ctx context.Context, name string, newParent fusefs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	ctx = context.WithoutCancel(ctx)
+	to, ok := newParent.(*dirNode)
+	switch {
+	case flags&^unix.RENAME_NOREPLACE != 0:
+		return syscall.EINVAL
+	case !ok || n.virtual(name) || to.virtual(newName):
+		return syscall.EROFS
+	}
+	src, errno := n.childKey(name)
+	if errno != 0 {
+		return errno
+	}
+	dst, errno := to.childKey(newName)
+	if errno != 0 {
+		return errno
+	}
+	ch := n.GetChild(name)
+	if ch == nil {
+		return syscall.ENOENT
+	}
+	at, err := n.fsys.svc.Stat(ctx, n.fsys.bucket, dst)
+	switch {
+	case err != nil:
+		return n.fsys.errno("rename to "+dst, err)
+	case flags&unix.RENAME_NOREPLACE != 0 && (at.File != nil || at.Dir):
+		return syscall.EEXIST
+	case !ch.IsDir() && at.Dir:
+		return syscall.EISDIR
+	case !ch.IsDir():
+		return ch.Operations().(*fileNode).rename(ctx, src, dst)
+	case at.File != nil && !at.Dir:
+		return syscall.ENOTDIR
+	case at.Dir:
+		if empty, _, errno := to.emptyDir(ctx, dst+"/"); errno != 0 || !empty {
+			return cmp.Or(errno, syscall.ENOTEMPTY)
+		}
+	}
+	defer n.fsys.own.hold(src+"/", dst+"/")()
+	_, err = n.fsys.svc.RenamePrefix(ctx, n.fsys.bucket, src+"/", dst+"/", "", n.fsys.maxRenameKeys())
+	if err != nil && !errors.Is(err, meta.ErrNoSuchKey) { // no key: only files not committed yet
+		return n.fsys.errno("rename "+src, err)
+	}
+	return 0
+}
+
+func (f *fsys) maxRenameKeys() int { return cmp.Or(f.opts.MaxRenameKeys, DefaultMaxRenameKeys) }
+
+// Link fails: a key has one name, and a version row cannot be shared by
+// two keys that change independently.
+func (n *dirNode) Link(ctx context.Context, target fusefs.InodeEmbedder, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EPERM
+}

@@ -1,0 +1,284 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/stratafs/stratafs/data"
+	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/object"
+)
+
+// A draft is the uncommitted state of a file open for writing: the version
+// it edits (its base) and what was done to it since. Written bytes are
+// staged at their file offsets in an unlinked temporary file, so memory
+// stays bounded whatever is written; unwritten bytes are read from the
+// base. Every handle of a file shares its draft, so they see each other's
+// writes as on a local disk.
+//
+// A commit turns the draft into one new version (see commit) and rebases
+// the draft on it. The staging file holds zeros everywhere outside the
+// dirty ranges, so when nothing of the base survives it is the file.
+type draft struct {
+	fsys *fsys
+	refs int // handles using the draft; guarded by the file node's mutex
+
+	mu    sync.Mutex
+	base  *meta.Version // nil for a file not committed yet
+	baseR *data.ReaderAt
+	stage *os.File
+	dirty extents
+	keep  int64 // the bytes [0, keep) of the base are still the file's
+	size  int64
+	attrs object.Attrs // of the next version; POSIX always set
+	// data and meta say whether the bytes or only the attributes changed
+	// since the base: they decide how a commit writes the new version.
+	data, meta bool
+	// wrote is set by the first write since the base.
+	wrote bool
+}
+
+// newDraft starts a draft of base, or, when base is nil, of a new empty
+// file with attributes attrs (whose POSIX must be set).
+func (f *fsys) newDraft(base *meta.Version, attrs object.Attrs) (*draft, error) {
+	stage, err := os.CreateTemp(f.opts.StagingDir, "draft-")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(stage.Name()); err != nil {
+		stage.Close()
+		return nil, err
+	}
+	d := &draft{fsys: f, stage: stage, attrs: attrs, data: base == nil}
+	if base != nil {
+		if err := d.rebase(base); err != nil {
+			stage.Close()
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// rebase makes v the draft's base, with nothing changed since.
+func (d *draft) rebase(v *meta.Version) error {
+	r, err := d.fsys.svc.ReaderAt(v)
+	if err != nil {
+		return err
+	}
+	if err := d.stage.Truncate(0); err != nil {
+		return err
+	}
+	d.base, d.baseR, d.dirty = v, r, nil
+	d.keep, d.size = v.Size, v.Size
+	d.attrs = d.fsys.attrsOf(v)
+	d.data, d.meta, d.wrote = false, false, false
+	return nil
+}
+
+func (d *draft) close() error { return d.stage.Close() }
+
+// writeAt stages p at off.
+func (d *draft) writeAt(p []byte, off int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := d.stage.WriteAt(p, off); err != nil {
+		return err
+	}
+	d.dirty.add(off, int64(len(p)))
+	d.size = max(d.size, off+int64(len(p)))
+	d.wrote = true
+	d.touch()
+	return nil
+}
+
+// emptied reports whether the file was created or truncated empty and
+// nothing has been written since. A shell redirection (open, dup2,
+// close, then the writes) closes such a file before writing it; a close
+// then leaves the commit to the release, so that the file gets one
+// version, not an empty one first.
+func (d *draft) emptied() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.data && d.size == 0 && !d.wrote
+}
+
+// touch records a change of the bytes now.
+func (d *draft) touch() {
+	d.data = true
+	d.attrs.POSIX.Mtime = time.Now()
+}
+
+// truncate cuts or grows the file to size; grown bytes read as zeros.
+func (d *draft) truncate(size int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.resize(size)
+}
+
+func (d *draft) resize(size int64) error {
+	if size < d.size {
+		if err := d.stage.Truncate(size); err != nil {
+			return err
+		}
+		d.dirty.cut(size)
+		d.keep = min(d.keep, size)
+	}
+	d.size = size
+	d.touch()
+	return nil
+}
+
+// setattr applies a SETATTR: a truncation and the attributes to store.
+func (d *draft) setattr(in *fuse.SetAttrIn) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if size, ok := in.GetSize(); ok {
+		if err := d.resize(int64(size)); err != nil {
+			return err
+		}
+	}
+	if changesPOSIX(in) {
+		setPOSIX(d.attrs.POSIX, in)
+		d.meta = true
+	}
+	return nil
+}
+
+// setUserMeta replaces the user metadata the next version gets.
+func (d *draft) setUserMeta(m map[string]string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.attrs.UserMeta = m
+	d.meta = true
+}
+
+// userMeta returns the user metadata the next version gets.
+func (d *draft) userMeta() map[string]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.attrs.UserMeta
+}
+
+// attr fills out with the file's attributes as written so far.
+func (d *draft) attr(out *fuse.Attr) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ctime := d.attrs.POSIX.Mtime
+	if d.base != nil && !d.data && !d.meta {
+		ctime = d.base.LastModified()
+	}
+	setAttr(out, *d.attrs.POSIX, d.size, ctime)
+}
+
+// readAt reads the file as written so far.
+func (d *draft) readAt(ctx context.Context, p []byte, off int64) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.readAtLocked(ctx, p, off)
+}
+
+func (d *draft) readAtLocked(ctx context.Context, p []byte, off int64) (int, error) {
+	if off >= d.size {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), d.size-off)]
+	for done := 0; done < len(p); {
+		pos := off + int64(done)
+		q := p[done:]
+		if i := d.dirty.find(pos); i < len(d.dirty) && d.dirty[i].Off <= pos {
+			q = q[:min(int64(len(q)), d.dirty[i].End()-pos)]
+			if _, err := d.stage.ReadAt(q, pos); err != nil {
+				return done, err
+			}
+		} else {
+			if i < len(d.dirty) {
+				q = q[:min(int64(len(q)), d.dirty[i].Off-pos)]
+			}
+			// Bytes of the base up to keep; zeros past it.
+			b := max(0, min(int64(len(q)), d.keep-pos))
+			if b > 0 {
+				if _, err := d.baseR.ReadAt(ctx, q[:b], pos); err != nil && !errors.Is(err, io.EOF) {
+					return done, err
+				}
+			}
+			clear(q[b:])
+		}
+		done += len(q)
+	}
+	return len(p), nil
+}
+
+// lockedReader reads a draft whose mutex its caller holds, for a commit.
+type lockedReader struct {
+	ctx context.Context
+	d   *draft
+}
+
+func (r lockedReader) ReadAt(p []byte, off int64) (int, error) {
+	n, err := r.d.readAtLocked(r.ctx, p, off)
+	if err == nil && n < len(p) {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// commit writes the draft as one new version of key and rebases the
+// draft on it; it returns nil when nothing changed since the base. How
+// the version is written depends on what changed:
+//
+//   - only attributes: a metadata-only version sharing the latest bytes
+//     (object.UpdateAttrs);
+//   - nothing of the base survives (a new file, or one truncated to zero
+//     and rewritten): the staging file is the file, stored by object.Put
+//     with its real MD5 as ETag;
+//   - otherwise: object.Edit rewrites only the chunks the dirty ranges
+//     touch and shares the rest with the base (ETag "<md5>-0").
+//
+// Edits are last-writer-wins against changes made meanwhile by others:
+// the version committed is the base with this draft's changes applied.
+func (d *draft) commit(ctx context.Context, key string) (*meta.Version, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.data && !d.meta {
+		return nil, nil
+	}
+	f := d.fsys
+	defer f.own.hold(key)()
+	a := d.attrs
+	var v *meta.Version
+	var err error
+	switch {
+	case !d.data:
+		v, err = f.svc.UpdateAttrs(ctx, f.bucket, key, func(_ *meta.Version, cur *object.Attrs) error {
+			cur.POSIX, cur.UserMeta = a.POSIX, a.UserMeta
+			return nil
+		})
+	case d.keep == 0:
+		a.Checksums = nil
+		if err := d.stage.Truncate(d.size); err != nil {
+			return nil, err
+		}
+		v, err = f.svc.Put(ctx, f.bucket, key, io.NewSectionReader(d.stage, 0, d.size), object.PutOptions{Attrs: a, Size: d.size})
+	default:
+		a.Checksums = nil
+		rewrite := slices.Clone(d.dirty)
+		rewrite.add(d.keep, min(d.base.Size, d.size)-d.keep) // cut, then grown again: zeros
+		v, err = f.svc.Edit(ctx, f.bucket, key, d.base, object.EditOptions{
+			Attrs: a,
+			Size:  d.size,
+			Dirty: rewrite,
+			Src:   lockedReader{ctx: ctx, d: d},
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return v, d.rebase(v)
+}

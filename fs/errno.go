@@ -1,0 +1,35 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"syscall"
+
+	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/object"
+)
+
+// errno maps an error of the core to the errno a FUSE request answers
+// with. It is the one place errors cross into POSIX. Errors that have no
+// POSIX meaning are logged, with op naming what failed, and become EIO.
+func (f *fsys) errno(op string, err error) syscall.Errno {
+	var e syscall.Errno
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &e): // a commit check's verdict, or the staging disk's
+		return e
+	case meta.IsNotFound(err), errors.Is(err, meta.ErrDeleteMarker), errors.Is(err, meta.ErrNoSuchBucket):
+		return syscall.ENOENT
+	case errors.Is(err, meta.ErrInvalidKey), errors.Is(err, meta.ErrInvalidArgument):
+		return syscall.EINVAL
+	case errors.Is(err, object.ErrTooManyKeys):
+		return syscall.EXDEV
+	case errors.Is(err, meta.ErrConflict):
+		return syscall.EAGAIN
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return syscall.EINTR
+	}
+	f.log.Error("stratafs: "+op, "bucket", f.bucket, "err", err)
+	return syscall.EIO
+}

@@ -1,0 +1,424 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"syscall"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/stratafs/stratafs/data"
+	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/object"
+)
+
+// A fileNode is a regular file or a symlink of the live tree: one version
+// of its key. When a lookup finds that another version has become the
+// latest, the name gets a new inode (unless the file is being written
+// here), so the kernel's view of the old one (its size, its cached pages)
+// stays that of the old version for the processes that have it open.
+//
+// Handles opened for reading while nobody writes the file read the
+// inode's version, whatever is committed later. Handles opened for
+// writing, and any handle opened while one is, share the file's draft:
+// they see each other's writes at once, as on a local disk, and the draft
+// is committed, whole, when any writing handle is closed or fsynced; the
+// inode then stands for the version committed.
+type fileNode struct {
+	node
+
+	mu sync.Mutex
+	v  *meta.Version // the version shown; nil until a new file's first commit
+	// draft is shared by the handles open while the file is written; nil
+	// when there are none.
+	draft *draft
+	// cached is the version whose bytes the kernel's page cache holds, so
+	// that reopening an unchanged file keeps its cache.
+	cached meta.VersionID
+}
+
+var (
+	_ = (fusefs.NodeGetattrer)((*fileNode)(nil))
+	_ = (fusefs.NodeSetattrer)((*fileNode)(nil))
+	_ = (fusefs.NodeOpener)((*fileNode)(nil))
+	_ = (fusefs.NodeReadlinker)((*fileNode)(nil))
+)
+
+// shows reports whether the inode can stand for v, the latest version a
+// lookup or listing found: it is being written here, or shows v already.
+// If so it fills out with its attributes.
+func (n *fileNode) shows(v *meta.Version, out *fuse.Attr) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.draft != nil:
+		n.draft.attr(out)
+	case n.v != nil && n.v.ID == v.ID:
+		n.fsys.fileAttr(n.v, out)
+	default:
+		return false
+	}
+	return true
+}
+
+// headLocked returns the version a draft starts from: the key's latest,
+// which may be newer than the inode's if another process wrote it. An
+// unlinked file starts from the version it had.
+func (n *fileNode) headLocked(ctx context.Context) (*meta.Version, syscall.Errno) {
+	key, ok := n.path()
+	switch {
+	case ok:
+		v, err := n.fsys.svc.Head(ctx, n.fsys.bucket, key, "")
+		if err != nil {
+			return nil, n.fsys.errno("stat "+key, err)
+		}
+		return v, 0
+	case n.v == nil:
+		return nil, syscall.ENOENT
+	}
+	return n.v, 0
+}
+
+func (n *fileNode) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if h, ok := fh.(*readHandle); ok {
+		n.fsys.fileAttr(h.v, &out.Attr)
+		return 0
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.attrLocked(&out.Attr)
+}
+
+// attrLocked fills out from the draft or the version. A file created here
+// whose commit failed has neither any more.
+func (n *fileNode) attrLocked(out *fuse.Attr) syscall.Errno {
+	switch {
+	case n.draft != nil:
+		n.draft.attr(out)
+	case n.v != nil:
+		n.fsys.fileAttr(n.v, out)
+	default:
+		return syscall.ENOENT
+	}
+	return 0
+}
+
+// Setattr folds the change into the draft while the file is open for
+// writing, so that it lands in the version the close commits. Otherwise a
+// truncation commits a version at once (sharing the chunks it keeps), and
+// chmod, chown and utimes a metadata-only one.
+func (n *fileNode) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	ctx = context.WithoutCancel(ctx)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, truncate := in.GetSize()
+	switch {
+	case n.draft != nil:
+		if err := n.draft.setattr(in); err != nil {
+			return n.fsys.errno("setattr", err)
+		}
+		n.draft.attr(&out.Attr)
+		return 0
+	case truncate:
+		v, errno := n.headLocked(ctx)
+		if errno != 0 {
+			return errno
+		}
+		d, err := n.fsys.newDraft(v, object.Attrs{})
+		if err != nil {
+			return n.fsys.errno("truncate", err)
+		}
+		defer d.close()
+		if err := d.setattr(in); err != nil {
+			return n.fsys.errno("truncate", err)
+		}
+		if errno := n.commitLocked(ctx, d); errno != 0 {
+			return errno
+		}
+	case changesPOSIX(in):
+		key, ok := n.path()
+		if !ok {
+			return syscall.ENOENT
+		}
+		v, err := n.fsys.update(ctx, key, false, func(a *object.Attrs) error {
+			setPOSIX(a.POSIX, in)
+			return nil
+		})
+		if err != nil {
+			return n.fsys.errno("setattr "+key, err)
+		}
+		n.v = v
+	}
+	// else atime only: not stored
+	return n.attrLocked(&out.Attr)
+}
+
+func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
+	if !write && n.draft == nil {
+		if n.v == nil {
+			return nil, 0, syscall.ENOENT
+		}
+		r, err := n.fsys.svc.ReaderAt(n.v)
+		if err != nil {
+			return nil, 0, n.fsys.errno("open", err)
+		}
+		var fl uint32
+		if n.v.ID == n.cached {
+			fl = fuse.FOPEN_KEEP_CACHE
+		}
+		n.cached = n.v.ID
+		return &readHandle{fsys: n.fsys, v: n.v, r: r}, fl, 0
+	}
+	if n.draft == nil {
+		v, errno := n.headLocked(ctx)
+		if errno != 0 {
+			return nil, 0, errno
+		}
+		d, err := n.fsys.newDraft(v, object.Attrs{})
+		if err != nil {
+			return nil, 0, n.fsys.errno("open", err)
+		}
+		n.draft = d
+	}
+	d := n.draft
+	if write && flags&syscall.O_TRUNC != 0 {
+		if err := d.truncate(0); err != nil {
+			if d.refs == 0 {
+				n.draft = nil
+				d.close()
+			}
+			return nil, 0, n.fsys.errno("open", err)
+		}
+	}
+	d.refs++
+	return &draftHandle{n: n, d: d, write: write}, 0, 0
+}
+
+// commitLocked commits d as the file's next version. An unlinked file has
+// no key any more: its bytes go with it, as on a local disk.
+func (n *fileNode) commitLocked(ctx context.Context, d *draft) syscall.Errno {
+	key, ok := n.path()
+	if !ok {
+		return 0
+	}
+	v, err := d.commit(ctx, key)
+	if err != nil {
+		n.fsys.log.Error("stratafs: commit failed", "bucket", n.fsys.bucket, "key", key, "err", err)
+		return syscall.EIO
+	}
+	if v != nil {
+		n.v, n.cached = v, v.ID
+	}
+	return 0
+}
+
+// sync commits d for a close or an fsync of a writing handle.
+func (n *fileNode) sync(ctx context.Context, d *draft) syscall.Errno {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.commitLocked(context.WithoutCancel(ctx), d)
+}
+
+// release drops a handle's hold on d. The last one commits what is left
+// (writes through a shared mapping may arrive after the close) and
+// discards the draft; a failure can then only be logged: the kernel does
+// not wait for a release.
+func (n *fileNode) release(ctx context.Context, d *draft) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if d.refs--; d.refs > 0 {
+		return
+	}
+	n.draft = nil
+	n.commitLocked(context.WithoutCancel(ctx), d)
+	if d.data {
+		// Not committed: the kernel's cached pages hold bytes no
+		// version has.
+		n.cached = meta.VersionID{}
+	}
+	if err := d.close(); err != nil {
+		n.fsys.log.Error("stratafs: closing a staged file", "err", err)
+	}
+}
+
+// rename moves the file's key from src to dst without copying bytes.
+// Uncommitted writes are committed first, so they move with it.
+func (n *fileNode) rename(ctx context.Context, src, dst string) syscall.Errno {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.draft != nil {
+		if errno := n.commitLocked(ctx, n.draft); errno != 0 {
+			return errno
+		}
+	}
+	defer n.fsys.own.hold(src, dst)()
+	v, err := n.fsys.svc.Rename(ctx, n.fsys.bucket, src, dst, "")
+	if err != nil {
+		return n.fsys.errno("rename "+src, err)
+	}
+	n.v = v
+	return 0
+}
+
+// uncommitted reports whether the file was created in the mount and has
+// no version yet.
+func (n *fileNode) uncommitted() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.v == nil
+}
+
+func (n *fileNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.v == nil || n.v.POSIX == nil {
+		return nil, syscall.EINVAL
+	}
+	return []byte(n.v.POSIX.Symlink), 0
+}
+
+func (n *fileNode) userMeta(ctx context.Context) (map[string]string, syscall.Errno) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.draft != nil:
+		return n.draft.userMeta(), 0
+	case n.v == nil:
+		return nil, syscall.ENOENT
+	}
+	return n.v.UserMeta, 0
+}
+
+func (n *fileNode) updateUserMeta(ctx context.Context, fn func(map[string]string) error) syscall.Errno {
+	ctx = context.WithoutCancel(ctx)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.draft != nil {
+		m := cloneMeta(n.draft.userMeta())
+		if err := fn(m); err != nil {
+			return n.fsys.errno("setxattr", err)
+		}
+		n.draft.setUserMeta(m)
+		return 0
+	}
+	key, ok := n.path()
+	if !ok {
+		return syscall.ENOENT
+	}
+	v, err := n.fsys.update(ctx, key, false, func(a *object.Attrs) error {
+		a.UserMeta = cloneMeta(a.UserMeta)
+		return fn(a.UserMeta)
+	})
+	if err != nil {
+		return n.fsys.errno("setxattr "+key, err)
+	}
+	n.v = v
+	return 0
+}
+
+// update commits a metadata-only new version of key with fn applied to
+// its attributes; a key that had no POSIX attributes gets the defaults
+// first, so that a chmod keeps the owner it showed.
+func (f *fsys) update(ctx context.Context, key string, dir bool, fn func(*object.Attrs) error) (*meta.Version, error) {
+	defer f.own.hold(key)()
+	return f.svc.UpdateAttrs(ctx, f.bucket, key, func(v *meta.Version, a *object.Attrs) error {
+		p := f.posix(v, dir)
+		a.POSIX = &p
+		return fn(a)
+	})
+}
+
+// A readHandle reads one version, whatever is committed after it opened.
+type readHandle struct {
+	fsys *fsys
+	v    *meta.Version
+	r    *data.ReaderAt
+}
+
+var (
+	_ = (fusefs.FileReader)((*readHandle)(nil))
+	_ = (fusefs.FileFsyncer)((*readHandle)(nil))
+)
+
+func (h *readHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n, err := h.r.ReadAt(ctx, dest, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, h.fsys.errno(fmt.Sprintf("read %s@%s", h.v.Key, h.v.WireID()), err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// Fsync has nothing to do: a version is durable once committed.
+func (h *readHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno { return 0 }
+
+// A draftHandle reads and writes a file's draft.
+type draftHandle struct {
+	n     *fileNode
+	d     *draft
+	write bool
+}
+
+var (
+	_ = (fusefs.FileReader)((*draftHandle)(nil))
+	_ = (fusefs.FileWriter)((*draftHandle)(nil))
+	_ = (fusefs.FileFlusher)((*draftHandle)(nil))
+	_ = (fusefs.FileFsyncer)((*draftHandle)(nil))
+	_ = (fusefs.FileReleaser)((*draftHandle)(nil))
+)
+
+func (h *draftHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n, err := h.d.readAt(ctx, dest, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, h.n.fsys.errno("read", err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+func (h *draftHandle) Write(ctx context.Context, p []byte, off int64) (uint32, syscall.Errno) {
+	if err := h.d.writeAt(p, off); err != nil {
+		return 0, h.n.fsys.errno("write", err)
+	}
+	return uint32(len(p)), 0
+}
+
+// Flush runs on every close(2): closing a handle that may have written
+// commits the file, and a failed commit fails the close. A file emptied
+// and not written yet is left to the release (see draft.emptied).
+func (h *draftHandle) Flush(ctx context.Context) syscall.Errno {
+	if !h.write || h.d.emptied() {
+		return 0
+	}
+	return h.n.sync(ctx, h.d)
+}
+
+// Fsync commits the file: when it returns, the version is durable.
+func (h *draftHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	if !h.write {
+		return 0
+	}
+	return h.n.sync(ctx, h.d)
+}
+
+func (h *draftHandle) Release(ctx context.Context) syscall.Errno {
+	h.n.release(ctx, h.d)
+	return 0
+}
+
+// draftAttr fills out from the draft and reports true when the file is
+// being written; otherwise it does nothing.
+func (n *fileNode) draftAttr(out *fuse.Attr) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.draft == nil {
+		return false
+	}
+	n.draft.attr(out)
+	return true
+}

@@ -1,0 +1,113 @@
+package fs
+
+import (
+	"strings"
+	"sync"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/stratafs/stratafs/object"
+)
+
+// An invalidator makes the kernel forget what it cached about keys that
+// changed behind its back (an S3 write in this process), so the mount
+// shows them at once rather than after the cache timeouts. The core's
+// watcher runs on the committing goroutine, which may be serving a FUSE
+// request of this very mount, while the kernel may hold that request's
+// directory lock until a notification about it is answered: so changes
+// are queued and the kernel is notified from a goroutine of its own.
+type invalidator struct {
+	root *fusefs.Inode
+
+	mu   sync.Mutex
+	keys map[string]bool // changed keys not notified yet
+
+	wake chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newInvalidator(root *fusefs.Inode) *invalidator {
+	q := &invalidator{root: root, keys: map[string]bool{}, wake: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go q.run()
+	return q
+}
+
+// add queues key. It never blocks.
+func (q *invalidator) add(key string) {
+	q.mu.Lock()
+	q.keys[key] = true
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *invalidator) run() {
+	defer close(q.done)
+	for {
+		select {
+		case <-q.stop:
+			return
+		case <-q.wake:
+		}
+		q.mu.Lock()
+		keys := q.keys
+		q.keys = map[string]bool{}
+		q.mu.Unlock()
+		for key := range keys {
+			q.invalidate(key)
+		}
+	}
+}
+
+func (q *invalidator) close() {
+	close(q.stop)
+	<-q.done
+}
+
+// invalidate walks the inodes the kernel knows along key's path. The first
+// name it does not know may be cached as absent: that entry is dropped.
+// For a file the entry is dropped, so that the next lookup finds the new
+// version (a new inode: the old one stays with the processes that have it
+// open); for a directory marker the directory's attributes. Directories
+// on the way are left alone: dropping an entry that is a process's
+// working directory would make it look deleted.
+func (q *invalidator) invalidate(key string) {
+	marker := strings.HasSuffix(key, "/")
+	names := strings.Split(strings.TrimSuffix(key, "/"), "/")
+	if names[0] == versionsName {
+		return // shadowed by the mount's own
+	}
+	in := q.root
+	for i, name := range names {
+		if !validName(name) {
+			return
+		}
+		ch := in.GetChild(name)
+		last := i == len(names)-1
+		switch {
+		case ch == nil:
+			in.NotifyEntry(name)
+			return
+		case last && marker:
+			ch.NotifyContent(-1, 0) // attributes only
+			return
+		case last, !ch.IsDir(): // a file; or one that is now a directory too
+			in.NotifyEntry(name)
+			return
+		}
+		in = ch
+	}
+}
+
+// watch queues the changes of the mounted bucket committed by others.
+func (f *fsys) watch(q *invalidator) func(object.Change) {
+	return func(c object.Change) {
+		if c.Bucket == f.bucket && !f.own.has(c.Key) {
+			q.add(c.Key)
+		}
+	}
+}

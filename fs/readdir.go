@@ -1,0 +1,203 @@
+package fs
+
+import (
+	"context"
+	"slices"
+	"syscall"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/stratafs/stratafs/meta"
+)
+
+// A dirent is one entry of a directory listing. A file entry keeps the
+// version the listing returned, so that READDIRPLUS can answer without
+// asking the store again.
+type dirent struct {
+	name string
+	mode uint32 // S_IFDIR, S_IFREG or S_IFLNK
+	v    *meta.Version
+}
+
+// A pager lists a directory one page of the store's listing at a time;
+// done is set with the last page.
+type pager interface {
+	next(ctx context.Context) (ents []dirent, done bool, err error)
+}
+
+// A dirHandle streams a listing to the kernel as it reads it: it holds one
+// page of the store's listing at most, so `ls` of a huge directory starts
+// at once and memory stays flat. Seeking back (rewinddir) starts the
+// listing over. go-fuse serializes the calls on one handle.
+type dirHandle struct {
+	list   func() pager
+	lookup func(ctx context.Context, e dirent, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno)
+
+	pg   pager
+	buf  []dirent
+	done bool
+	off  uint64 // entries handed out, "." and ".." included
+	last dirent
+}
+
+var (
+	_ = (fusefs.FileReaddirenter)((*dirHandle)(nil))
+	_ = (fusefs.FileSeekdirer)((*dirHandle)(nil))
+	_ = (fusefs.FileLookuper)((*dirHandle)(nil))
+	_ = (fusefs.FileFsyncdirer)((*dirHandle)(nil))
+)
+
+func newDirHandle(list func() pager, lookup func(context.Context, dirent, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno)) *dirHandle {
+	h := &dirHandle{list: list, lookup: lookup}
+	h.restart()
+	return h
+}
+
+func (h *dirHandle) restart() {
+	h.pg, h.done, h.off = h.list(), false, 0
+	h.buf = []dirent{{name: ".", mode: syscall.S_IFDIR}, {name: "..", mode: syscall.S_IFDIR}}
+}
+
+func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	for len(h.buf) == 0 {
+		if h.done {
+			return nil, 0
+		}
+		ents, done, err := h.pg.next(ctx)
+		if err != nil {
+			return nil, fusefs.ToErrno(err)
+		}
+		h.buf, h.done = ents, done
+	}
+	h.last, h.buf = h.buf[0], h.buf[1:]
+	h.off++
+	return &fuse.DirEntry{Name: h.last.name, Mode: h.last.mode, Off: h.off}, 0
+}
+
+// Seekdir starts over and skips to the off'th entry: listings have no
+// stable positions to seek to, since entries come and go between reads.
+func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if off == h.off {
+		return 0
+	}
+	h.restart()
+	for h.off < off {
+		de, errno := h.Readdirent(ctx)
+		if errno != 0 || de == nil {
+			return errno
+		}
+	}
+	return 0
+}
+
+// Lookup answers READDIRPLUS for the entry just read.
+func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	if name != h.last.name {
+		return nil, syscall.ENOENT
+	}
+	return h.lookup(ctx, h.last, out)
+}
+
+// Fsyncdir has nothing to do: directory changes are committed when made.
+func (h *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno { return 0 }
+
+// listPager lists the live keys of one directory: object.List with
+// delimiter "/", one page per call.
+type listPager struct {
+	fsys  *fsys
+	root  bool // hides a key shadowed by .versions
+	after string
+	merge merger // its prefix is the directory's
+}
+
+func (p *listPager) next(ctx context.Context) ([]dirent, bool, error) {
+	prefix := p.merge.prefix
+	res, err := p.fsys.svc.List(ctx, p.fsys.bucket, meta.ListOptions{Prefix: prefix, Delimiter: "/", After: p.after})
+	if err != nil {
+		return nil, false, p.fsys.errno("list "+prefix, err)
+	}
+	p.after = res.Next
+	var out []dirent
+	objs, cps := res.Objects, res.CommonPrefixes
+	for len(objs) > 0 || len(cps) > 0 {
+		if len(cps) == 0 || len(objs) > 0 && objs[0].Key < cps[0] {
+			v := objs[0]
+			objs = objs[1:]
+			mode := p.fsys.posix(v, false).Mode & syscall.S_IFMT
+			out = p.merge.key(out, dirent{name: v.Key[len(prefix):], mode: mode, v: v}, v.Key)
+		} else {
+			out = p.merge.dir(out, cps[0])
+			cps = cps[1:]
+		}
+	}
+	if res.IsTruncated {
+		return p.hide(out), false, nil
+	}
+	return p.hide(p.merge.end(out)), true, nil
+}
+
+// hide drops a root entry named .versions: the mount shows its own there.
+func (p *listPager) hide(ents []dirent) []dirent {
+	if !p.root {
+		return ents
+	}
+	return slices.DeleteFunc(ents, func(e dirent) bool { return e.name == versionsName })
+}
+
+// A merger turns a listing with delimiter "/" (keys and common prefixes,
+// in key order) into the entries of one directory. A key "a" and a
+// common prefix "a/" name the same entry but do not come together ("a-b"
+// sorts between them), so an entry made from a key is held back until the
+// listing passes "a/", and dropped if "a/" turns up: the directory wins.
+// Few entries are held at a time: only names that prefix the ones after
+// them ("a" while "a-b", "a.c", … go by). Names that cannot be path
+// components are skipped.
+type merger struct {
+	prefix string
+	held   []dirent
+}
+
+// key adds the entry for key, whose name is e.name.
+func (m *merger) key(out []dirent, e dirent, key string) []dirent {
+	if !validName(e.name) {
+		return out
+	}
+	out = m.pass(out, key)
+	m.held = append(m.held, e)
+	return out
+}
+
+// dir adds the entry for the common prefix cp.
+func (m *merger) dir(out []dirent, cp string) []dirent {
+	name := cp[len(m.prefix) : len(cp)-1]
+	if !validName(name) {
+		return out
+	}
+	out = m.pass(out, cp)
+	m.held = slices.DeleteFunc(m.held, func(e dirent) bool { return e.name == name })
+	return append(out, dirent{name: name, mode: syscall.S_IFDIR})
+}
+
+// pass releases the held entries whose directory would sort before key.
+// Held in key order, "a" comes before "a-b", but "a-b/" sorts before "a/":
+// every held entry is checked.
+func (m *merger) pass(out []dirent, key string) []dirent {
+	keep := m.held[:0]
+	for _, e := range m.held {
+		if m.prefix+e.name+"/" < key {
+			out = append(out, e)
+		} else {
+			keep = append(keep, e)
+		}
+	}
+	m.held = keep
+	return out
+}
+
+// end releases every held entry: the listing is over.
+func (m *merger) end(out []dirent) []dirent {
+	out = append(out, m.held...)
+	m.held = nil
+	return out
+}

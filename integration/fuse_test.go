@@ -1,0 +1,879 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stratafs/stratafs/data/local"
+	"github.com/stratafs/stratafs/fs"
+	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/meta/kv/bolt"
+	"github.com/stratafs/stratafs/object"
+)
+
+// fuseChunk keeps multi-chunk files small.
+const fuseChunk = 64 << 10
+
+// A fuseMount is a real FUSE mount of bucket "bkt" (versioned) over a
+// bolt meta store and local chunks in a temporary directory.
+type fuseMount struct {
+	t   *testing.T
+	ctx context.Context
+	svc *object.Service
+	dir string
+}
+
+// cacheForever makes the kernel trust its caches for the whole test: what
+// the mount shows after a change from outside is then due to invalidation.
+const cacheForever = time.Hour
+
+func newFUSEMount(t *testing.T, o fs.Options) *fuseMount {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("SKIPPING FUSE TEST: /dev/fuse is not available here (%v); CI runs it", err)
+	}
+	base := t.TempDir()
+	m, err := bolt.Open(filepath.Join(base, "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := local.Open(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close(); m.Close() })
+	f := &fuseMount{t: t, ctx: context.Background(), svc: object.New(m, d, object.Options{ChunkSize: fuseChunk})}
+	if _, err := f.svc.CreateBucket(f.ctx, "bkt", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.SetVersioning(f.ctx, "bkt", meta.Enabled); err != nil {
+		t.Fatal(err)
+	}
+	f.dir = filepath.Join(base, "mnt")
+	if err := os.Mkdir(f.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o.StagingDir = filepath.Join(base, "staging")
+	if o.EntryTimeout == 0 {
+		o.EntryTimeout, o.AttrTimeout = cacheForever, cacheForever
+	}
+	mp, err := fs.Mount(f.ctx, f.svc, "bkt", f.dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for range 20 {
+			if mp.Unmount() == nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Errorf("unmount %s failed; detaching it", f.dir)
+		syscall.Unmount(f.dir, syscall.MNT_DETACH)
+		<-mp.Done()
+	})
+	return f
+}
+
+func (f *fuseMount) path(name string) string { return filepath.Join(f.dir, name) }
+
+func (f *fuseMount) read(name string) []byte {
+	f.t.Helper()
+	b, err := os.ReadFile(f.path(name))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return b
+}
+
+func (f *fuseMount) write(name string, b []byte) {
+	f.t.Helper()
+	if err := os.WriteFile(f.path(name), b, 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fuseMount) put(key string, b []byte) *meta.Version {
+	f.t.Helper()
+	v, err := f.svc.Put(f.ctx, "bkt", key, bytes.NewReader(b), object.PutOptions{Size: int64(len(b))})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return v
+}
+
+// head returns the latest version of key.
+func (f *fuseMount) head(key string) *meta.Version {
+	f.t.Helper()
+	v, err := f.svc.Head(f.ctx, "bkt", key, "")
+	if err != nil {
+		f.t.Fatalf("head %s: %v", key, err)
+	}
+	return v
+}
+
+// stored returns the bytes of the latest version of key, read from the
+// core, not through the mount.
+func (f *fuseMount) stored(key string) []byte {
+	f.t.Helper()
+	obj, err := f.svc.Get(f.ctx, "bkt", key, "", 0, -1)
+	if err != nil {
+		f.t.Fatalf("get %s: %v", key, err)
+	}
+	defer obj.Body.Close()
+	b, err := io.ReadAll(obj.Body)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return b
+}
+
+// versions returns the rows of exactly key, in the store's order.
+func (f *fuseMount) versions(key string) []*meta.Version {
+	f.t.Helper()
+	var vs []*meta.Version
+	o := meta.VersionListOptions{Prefix: key}
+	for {
+		res, err := f.svc.ListVersions(f.ctx, "bkt", o)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		for _, e := range res.Versions {
+			if e.Key == key {
+				vs = append(vs, e.Version)
+			}
+		}
+		if !res.IsTruncated {
+			return vs
+		}
+		o.KeyMarker, o.VersionIDMarker = res.NextKeyMarker, res.NextVersionIDMarker
+	}
+}
+
+// names lists a directory of the mount in the order readdir returns.
+func (f *fuseMount) names(name string) []string {
+	f.t.Helper()
+	d, err := os.Open(f.path(name))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return names
+}
+
+// eventually retries check until it passes: invalidation is asynchronous.
+func fuseEventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func fuseWantErrno(t *testing.T, what string, err error, want syscall.Errno) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s: %v, want %v", what, err, want)
+	}
+}
+
+func fuseRandom(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rand.IntN(256))
+	}
+	return b
+}
+
+func TestFUSEWritesMakeOneVersionPerClose(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{})
+
+	// A new file: its real MD5 as ETag.
+	f.write("new", []byte("hello"))
+	if got := f.read("new"); string(got) != "hello" {
+		t.Fatalf("read %q", got)
+	}
+	if v := f.head("new"); v.ETag != fmt.Sprintf("%x", md5.Sum([]byte("hello"))) {
+		t.Errorf("etag %s, want the MD5", v.ETag)
+	}
+
+	// 100 writes, one close: one version.
+	file, err := os.Create(f.path("many"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []byte
+	for i := range 100 {
+		chunk := []byte(fmt.Sprintf("write %03d\n", i))
+		want = append(want, chunk...)
+		if _, err := file.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(f.versions("many")); n != 0 {
+		t.Errorf("%d versions before the close, want 0", n)
+	}
+	if err := file.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.versions("many")); n != 1 {
+		t.Errorf("%d versions after 100 writes and a close, want 1", n)
+	}
+	if !bytes.Equal(f.stored("many"), want) {
+		t.Error("stored bytes differ")
+	}
+
+	// A shell redirection opens, dup2s and closes the file before
+	// writing: still one version.
+	file, err = os.Create(f.path("redirected"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := syscall.Dup(int(file.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := file.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := syscall.Write(fd, []byte("echoed\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Close(fd); err != nil {
+		t.Fatal(err)
+	}
+	if vs := f.versions("redirected"); len(vs) != 1 || vs[0].Size != 7 {
+		t.Errorf("redirection: %d versions, want 1 of 7 bytes", len(vs))
+	}
+	// An empty file closed unwritten is committed on its release.
+	if err := os.WriteFile(f.path("empty"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fuseEventually(t, "an empty file's version", func() error {
+		if vs := f.versions("empty"); len(vs) != 1 || vs[0].Size != 0 {
+			return fmt.Errorf("%d versions", len(vs))
+		}
+		return nil
+	})
+
+	// Append, random writes, a hole, truncations: each close is one
+	// version, and the mount and the store agree with a model.
+	model := fuseRandom(5*fuseChunk + 123)
+	f.write("big", model)
+	file, err = os.OpenFile(f.path("big"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		off := rand.IntN(len(model) + fuseChunk)
+		p := fuseRandom(rand.IntN(3000) + 1)
+		if _, err := file.WriteAt(p, int64(off)); err != nil {
+			t.Fatal(err)
+		}
+		if end := off + len(p); end > len(model) {
+			model = append(model, make([]byte, end-len(model))...)
+		}
+		copy(model[off:], p)
+	}
+	got := make([]byte, len(model))
+	if _, err := file.ReadAt(got, 0); err != nil || !bytes.Equal(got, model) {
+		t.Fatalf("read back before the close through the writing handle: %v", err)
+	}
+	if err := file.Truncate(int64(len(model) - 1000)); err != nil {
+		t.Fatal(err)
+	}
+	model = model[:len(model)-1000]
+	if _, err := file.WriteAt([]byte("sparse"), int64(len(model)+70000)); err != nil {
+		t.Fatal(err)
+	}
+	model = append(model, make([]byte, 70000)...)
+	model = append(model, "sparse"...)
+	if err := file.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.read("big"); !bytes.Equal(got, model) {
+		t.Fatal("mount reads differ from the model")
+	}
+	if !bytes.Equal(f.stored("big"), model) {
+		t.Fatal("stored bytes differ from the model")
+	}
+	vs := f.versions("big")
+	if len(vs) != 2 || !strings.HasSuffix(vs[0].ETag, "-0") {
+		t.Errorf("versions of big: %d, latest etag %q; want 2, an edit's etag", len(vs), vs[0].ETag)
+	}
+
+	// Append through O_APPEND.
+	file, err = os.OpenFile(f.path("new"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.Write([]byte(", world")); err != nil {
+		t.Fatal(err)
+	}
+	if err := file.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.read("new"); string(got) != "hello, world" {
+		t.Errorf("after append: %q", got)
+	}
+
+	// truncate(2) with no handle open commits at once, sharing chunks.
+	if err := os.Truncate(f.path("big"), fuseChunk+5); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.stored("big"); !bytes.Equal(got, model[:fuseChunk+5]) {
+		t.Error("truncate(2): stored bytes differ")
+	}
+	if fi, err := os.Stat(f.path("big")); err != nil || fi.Size() != fuseChunk+5 {
+		t.Errorf("size after truncate: %v, %v", fi, err)
+	}
+
+	// Rewriting with O_TRUNC: one version, with the real MD5.
+	before := len(f.versions("new"))
+	f.write("new", []byte("rewritten"))
+	if vs := f.versions("new"); len(vs) != before+1 || vs[0].ETag != fmt.Sprintf("%x", md5.Sum([]byte("rewritten"))) {
+		t.Errorf("O_TRUNC rewrite: %d versions (had %d), etag %s", len(vs), before, vs[0].ETag)
+	}
+
+	// fsync commits without a close.
+	file, err = os.OpenFile(f.path("synced"), os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	if _, err := file.Write([]byte("durable")); err != nil {
+		t.Fatal(err)
+	}
+	if err := file.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.stored("synced"); string(got) != "durable" {
+		t.Errorf("after fsync the store holds %q", got)
+	}
+}
+
+func TestFUSEHandlesOfOneFileShareWrites(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{})
+	a, err := os.Create(f.path("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := os.OpenFile(f.path("f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := a.WriteAt([]byte("aaaa"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.WriteAt([]byte("bb"), 2); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4)
+	if _, err := a.ReadAt(got, 0); err != nil || string(got) != "aabb" {
+		t.Fatalf("a reads %q, %v", got, err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.stored("f"); string(got) != "aabb" {
+		t.Errorf("closing one handle committed %q, want both handles' writes", got)
+	}
+}
+
+func TestFUSEAttributes(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{UID: 1234, GID: 5678, Umask: 0o027})
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+
+	// Keys written over S3 have no POSIX attributes: the defaults.
+	v := f.put("plain", []byte("12345"))
+	fi, err := os.Stat(f.path("plain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if fi.Size() != 5 || fi.Mode() != 0o640 || st.Uid != 1234 || st.Gid != 5678 || !fi.ModTime().Equal(v.LastModified()) {
+		t.Errorf("plain: size %d mode %v uid %d gid %d mtime %v; want 5 -rw-r----- 1234 5678 %v",
+			fi.Size(), fi.Mode(), st.Uid, st.Gid, fi.ModTime(), v.LastModified())
+	}
+	f.put("implicit/x", nil)
+	if fi, err := os.Stat(f.path("implicit")); err != nil || fi.Mode() != os.ModeDir|0o750 {
+		t.Errorf("implicit directory: %v, %v", fi, err)
+	}
+
+	// Files created in the mount carry mode and owner.
+	if err := os.WriteFile(f.path("mine"), []byte("x"), 0o604); err != nil {
+		t.Fatal(err)
+	}
+	if p := f.head("mine").POSIX; p == nil || p.Mode != syscall.S_IFREG|0o604 || p.UID != uint32(os.Getuid()) {
+		t.Errorf("created file's POSIX attributes: %+v", p)
+	}
+
+	// chmod, chown and utimes: metadata-only versions sharing the bytes.
+	before := f.head("plain")
+	mtime := time.Date(2001, 2, 3, 4, 5, 6, 7000, time.UTC)
+	if err := os.Chmod(f.path("plain"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(f.path("plain"), 42, 43); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(f.path("plain"), mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+	after := f.head("plain")
+	if p := after.POSIX; p == nil || p.Mode != syscall.S_IFREG|0o600 || p.UID != 42 || p.GID != 43 || !p.Mtime.Equal(mtime) {
+		t.Errorf("after chmod/chown/utimes: %+v", after.POSIX)
+	}
+	if !bytes.Equal(after.Manifest, before.Manifest) || after.ETag != before.ETag {
+		t.Error("a metadata change did not share the bytes")
+	}
+	if n := len(f.versions("plain")); n != 4 {
+		t.Errorf("%d versions, want 4 (put, chmod, chown, utimes)", n)
+	}
+	fi, err = os.Stat(f.path("plain"))
+	if err != nil || fi.Mode() != 0o600 || !fi.ModTime().Equal(mtime) || fi.Sys().(*syscall.Stat_t).Uid != 42 {
+		t.Errorf("stat after the changes: %v %v", fi.Mode(), fi.ModTime())
+	}
+
+	// While a file is open for writing, the changes join its next version.
+	file, err := os.OpenFile(f.path("open"), os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.Write([]byte("data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(f.path("open"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(f.path("open"), mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+	if err := file.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if vs := f.versions("open"); len(vs) != 1 || vs[0].POSIX.Mode != syscall.S_IFREG|0o640 || !vs[0].POSIX.Mtime.Equal(mtime) {
+		t.Errorf("open file: %d versions, latest %+v; want one with mode 0640 and the set mtime", len(vs), vs[0].POSIX)
+	}
+
+	// Directories keep theirs in the marker; mkdir writes it.
+	if err := os.Mkdir(f.path("d"), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if p := f.head("d/").POSIX; p == nil || p.Mode != syscall.S_IFDIR|0o711 {
+		t.Errorf("marker attributes: %+v", p)
+	}
+	if err := os.Chmod(f.path("implicit"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if p := f.head("implicit/").POSIX; p == nil || p.Mode != syscall.S_IFDIR|0o700 {
+		t.Errorf("chmod of an implicit directory: marker %+v", p)
+	}
+
+	// Hard links are refused.
+	fuseWantErrno(t, "link", os.Link(f.path("plain"), f.path("hard")), syscall.EPERM)
+}
+
+func TestFUSEXattrsAreUserMetadata(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{})
+	v, err := f.svc.Put(f.ctx, "bkt", "k", strings.NewReader("x"), object.PutOptions{Size: 1,
+		Attrs: object.Attrs{UserMeta: map[string]string{"color": "red"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := f.path("k")
+	buf := make([]byte, 64)
+	if n, err := unix.Getxattr(p, "user.color", buf); err != nil || string(buf[:n]) != "red" {
+		t.Errorf("getxattr = %q, %v", buf[:n], err)
+	}
+	if err := unix.Setxattr(p, "user.Shape", []byte("round"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.head("k").UserMeta; got["shape"] != "round" || got["color"] != "red" {
+		t.Errorf("user metadata after setxattr: %v", got)
+	}
+	fuseWantErrno(t, "setxattr XATTR_CREATE of an existing name", unix.Setxattr(p, "user.shape", []byte("x"), unix.XATTR_CREATE), syscall.EEXIST)
+	fuseWantErrno(t, "setxattr outside user.", unix.Setxattr(p, "trusted.x", []byte("x"), 0), syscall.ENOTSUP)
+	n, err := unix.Listxattr(p, buf)
+	if err != nil || string(buf[:n]) != "user.color\x00user.shape\x00" {
+		t.Errorf("listxattr = %q, %v", buf[:n], err)
+	}
+	if err := unix.Removexattr(p, "user.color"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.head("k").UserMeta; len(got) != 1 || got["shape"] != "round" {
+		t.Errorf("user metadata after removexattr: %v", got)
+	}
+	if !bytes.Equal(f.head("k").Manifest, v.Manifest) {
+		t.Error("an xattr change did not share the bytes")
+	}
+	_, err = unix.Getxattr(p, "user.color", buf)
+	fuseWantErrno(t, "getxattr of a removed name", err, syscall.ENODATA)
+}
+
+func TestFUSESymlinks(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{})
+	f.write("target", []byte("pointed at"))
+	if err := os.Symlink("target", f.path("link")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.Readlink(f.path("link")); err != nil || got != "target" {
+		t.Errorf("readlink = %q, %v", got, err)
+	}
+	if got := f.read("link"); string(got) != "pointed at" {
+		t.Errorf("read through the link: %q", got)
+	}
+	if p := f.head("link").POSIX; p == nil || p.Symlink != "target" || p.Mode&syscall.S_IFMT != syscall.S_IFLNK {
+		t.Errorf("symlink row: %+v", p)
+	}
+	if fi, err := os.Lstat(f.path("link")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("lstat: %v, %v", fi, err)
+	}
+}
+
+func TestFUSEReaddirPagesThroughBigDirectories(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{})
+	const n = 3000
+	want := map[string]bool{}
+	keys := make(chan string)
+	var wg sync.WaitGroup
+	for range 16 { // concurrent puts share bolt's group commits
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range keys {
+				if _, err := f.svc.Put(f.ctx, "bkt", k, strings.NewReader(""), object.PutOptions{Size: 0}); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		name := fmt.Sprintf("f%05d", i)
+		want[name] = true
+		keys <- "big/" + name
+	}
+	for _, k := range []string{"big/sub/x", "big/c", "big/c/y", "big/c-d", "big//empty", "big/./dot", "big/" + strings.Repeat("l", 256)} {
+		keys <- k
+	}
+	close(keys)
+	wg.Wait()
+	for _, name := range []string{"sub", "c", "c-d"} {
+		want[name] = true
+	}
+
+	// Read in small batches so the kernel asks again and again.
+	d, err := os.Open(f.path("big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	got := map[string]os.FileMode{}
+	for {
+		ents, err := d.ReadDir(100)
+		for _, e := range ents {
+			if _, dup := got[e.Name()]; dup {
+				t.Errorf("%s listed twice", e.Name())
+			}
+			got[e.Name()] = e.Type()
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d entries, want %d", len(got), len(want))
+	}
+	for name := range want {
+		if _, ok := got[name]; !ok {
+			t.Errorf("%s missing", name)
+		}
+	}
+	if got["sub"] != os.ModeDir || got["c"] != os.ModeDir || got["c-d"] != 0 {
+		t.Errorf("types: sub %v, c %v (a directory wins over a file), c-d %v", got["sub"], got["c"], got["c-d"])
+	}
+	// stat every entry: READDIRPLUS answered them.
+	ents, err := os.ReadDir(f.path("big"))
+	if err != nil || len(ents) != len(want) {
+		t.Fatalf("second listing: %d entries, %v", len(ents), err)
+	}
+	if fi, err := ents[0].Info(); err != nil || fi.Name() != "c" || !fi.IsDir() {
+		t.Errorf("first entry: %v, %v", fi, err)
+	}
+	if slices.Contains(f.names(""), ".versions") {
+		t.Error(".versions is listed in the root")
+	}
+}
+
+func TestFUSEDirectories(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{MaxRenameKeys: 4})
+	if err := os.MkdirAll(f.path("a/b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f.write("a/b/f", []byte("f"))
+	fuseWantErrno(t, "rmdir of a non-empty directory", os.Remove(f.path("a/b")), syscall.ENOTEMPTY)
+	fuseWantErrno(t, "mkdir of an existing name", os.Mkdir(f.path("a"), 0o755), syscall.EEXIST)
+	if err := os.Remove(f.path("a/b/f")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(f.path("a/b")); err != nil {
+		t.Fatalf("rmdir of an emptied directory: %v", err)
+	}
+	if _, err := f.svc.Head(f.ctx, "bkt", "a/b/", ""); !meta.IsNotFound(err) {
+		t.Errorf("marker after rmdir: %v", err)
+	}
+	if _, err := os.Stat(f.path("a/b")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stat after rmdir: %v", err)
+	}
+
+	// Renaming a file shares its bytes and replaces the destination.
+	f.write("a/src", fuseRandom(2*fuseChunk))
+	f.write("a/dst", []byte("old"))
+	src := f.head("a/src")
+	if err := os.Rename(f.path("a/src"), f.path("a/dst")); err != nil {
+		t.Fatal(err)
+	}
+	if dst := f.head("a/dst"); !bytes.Equal(dst.Manifest, src.Manifest) {
+		t.Error("rename copied bytes")
+	}
+	if _, err := os.Stat(f.path("a/src")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("source after rename: %v", err)
+	}
+	fuseWantErrno(t, "rename with RENAME_NOREPLACE onto an existing name",
+		unix.Renameat2(unix.AT_FDCWD, f.path("a/dst"), unix.AT_FDCWD, f.path("a"), unix.RENAME_NOREPLACE), syscall.EEXIST)
+
+	// Renaming a directory moves every key under it in one commit.
+	for _, k := range []string{"tree/", "tree/1", "tree/sub/2"} {
+		f.put(k, []byte(k))
+	}
+	if err := os.Rename(f.path("tree"), f.path("moved")); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.read("moved/sub/2"); string(got) != "tree/sub/2" {
+		t.Errorf("moved file reads %q", got)
+	}
+	if _, err := f.svc.Head(f.ctx, "bkt", "tree/1", ""); !meta.IsNotFound(err) {
+		t.Errorf("old key after the rename: %v", err)
+	}
+	if _, err := os.Stat(f.path("tree")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("old directory after the rename: %v", err)
+	}
+	// Past the limit: EXDEV, nothing moved.
+	for i := range 5 {
+		f.put(fmt.Sprintf("wide/%d", i), nil)
+	}
+	fuseWantErrno(t, "rename of a directory past the limit", os.Rename(f.path("wide"), f.path("wide2")), syscall.EXDEV)
+	if n := len(f.names("wide")); n != 5 {
+		t.Errorf("%d entries left after a refused rename, want 5", n)
+	}
+	// Onto a non-empty directory: ENOTEMPTY.
+	// (os.Rename refuses directory targets itself.)
+	fuseWantErrno(t, "rename onto a non-empty directory", syscall.Rename(f.path("moved"), f.path("wide")), syscall.ENOTEMPTY)
+}
+
+func TestFUSEVersionsDirectory(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{})
+	bodies := [][]byte{[]byte("one"), fuseRandom(3 * fuseChunk), []byte("three")}
+	if err := os.Mkdir(f.path("dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bodies {
+		f.write("dir/file", b)
+	}
+	if err := os.Remove(f.path("dir/file")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(f.path("dir/file")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("unlinked file: %v", err)
+	}
+
+	vs := f.versions("dir/file")
+	if len(vs) != 4 || !vs[0].DeleteMarker {
+		t.Fatalf("%d versions, latest a marker: %v", len(vs), len(vs) > 0 && vs[0].DeleteMarker)
+	}
+	var want []string
+	for _, v := range vs {
+		name := v.LastModified().Format("2006-01-02T15:04:05.000000000Z")
+		if v.DeleteMarker {
+			name += ".deleted"
+		}
+		want = append(want, name)
+	}
+	if got := f.names(".versions/dir/file"); !slices.Equal(got, want) {
+		t.Errorf(".versions/dir/file lists %q, want %q (ListVersions order)", got, want)
+	}
+	for i, v := range vs[1:] {
+		if got := f.read(".versions/dir/file/" + want[i+1]); !bytes.Equal(got, bodies[len(bodies)-1-i]) {
+			t.Errorf("version %s: bytes differ", want[i+1])
+		}
+		if fi, err := os.Stat(f.path(".versions/dir/file/" + want[i+1])); err != nil || fi.Mode().Perm()&0o222 != 0 || fi.Size() != v.Size {
+			t.Errorf("version file: %v, %v", fi, err)
+		}
+	}
+	if got := f.read(".versions/dir/file/" + want[0]); len(got) != 0 {
+		t.Errorf("a delete marker reads %q", got)
+	}
+
+	// A directory's versions list every name that ever existed in it.
+	f.write("dir/alive", []byte("x"))
+	if got := f.names(".versions/dir"); !slices.Equal(got, []string{"alive", "file"}) {
+		t.Errorf(".versions/dir lists %q", got)
+	}
+	if got := f.names(".versions"); !slices.Equal(got, []string{"dir"}) {
+		t.Errorf(".versions lists %q", got)
+	}
+
+	// Nothing under .versions can be changed.
+	version := f.path(".versions/dir/file/" + want[1])
+	fuseWantErrno(t, "write a version", os.WriteFile(version, []byte("x"), 0o644), syscall.EROFS)
+	fuseWantErrno(t, "create under .versions", os.WriteFile(f.path(".versions/dir/new"), nil, 0o644), syscall.EROFS)
+	fuseWantErrno(t, "unlink a version", os.Remove(version), syscall.EROFS)
+	fuseWantErrno(t, "mkdir under .versions", os.Mkdir(f.path(".versions/dir/d"), 0o755), syscall.EROFS)
+	fuseWantErrno(t, "chmod a version", os.Chmod(version, 0o777), syscall.EROFS)
+	fuseWantErrno(t, "rename out of .versions", os.Rename(version, f.path("restored")), syscall.EROFS)
+	fuseWantErrno(t, "rmdir .versions", os.Remove(f.path(".versions")), syscall.EROFS)
+}
+
+func TestFUSESeesChangesFromOutsideAtOnce(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{})
+	if _, err := os.Stat(f.path("dir/k")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	f.write("other", []byte("x")) // the root's listing and attributes are cached now
+	f.put("dir/k", []byte("first"))
+	fuseEventually(t, "a put from outside", func() error {
+		b, err := os.ReadFile(f.path("dir/k"))
+		if err == nil && string(b) != "first" {
+			err = fmt.Errorf("read %q", b)
+		}
+		return err
+	})
+	f.put("dir/k", []byte("second, longer"))
+	fuseEventually(t, "an overwrite from outside", func() error {
+		b, err := os.ReadFile(f.path("dir/k"))
+		if err == nil && string(b) != "second, longer" {
+			err = fmt.Errorf("read %q", b)
+		}
+		return err
+	})
+	if _, err := f.svc.Delete(f.ctx, "bkt", "dir/k", object.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fuseEventually(t, "a delete from outside", func() error {
+		if _, err := os.Stat(f.path("dir/k")); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("stat: %v", err)
+		}
+		return nil
+	})
+}
+
+func TestFUSEOpenHandleKeepsItsVersion(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{})
+	old := fuseRandom(3 * fuseChunk)
+	f.write("k", old)
+	file, err := os.Open(f.path("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	p := make([]byte, 1000)
+	if _, err := file.ReadAt(p, 0); err != nil || !bytes.Equal(p, old[:1000]) {
+		t.Fatalf("first read: %v", err)
+	}
+	f.put("k", []byte("replaced from outside"))
+	f.write("tmp", fuseRandom(fuseChunk))
+	if err := os.Rename(f.path("tmp"), f.path("k")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(io.NewSectionReader(file, 0, 1<<30))
+	if err != nil || !bytes.Equal(got, old) {
+		t.Errorf("the open handle read %d bytes (%v), want its version's %d", len(got), err, len(old))
+	}
+}
+
+func TestFUSEFailedCommitFailsTheClose(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{})
+	file, err := os.Create(f.path("doomed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.DeleteBucket(f.ctx, "bkt"); err != nil { // empty: nothing committed yet
+		t.Fatal(err)
+	}
+	fuseWantErrno(t, "close after the bucket was deleted", file.Close(), syscall.EIO)
+	// Once released, the file that never made it is gone, not broken.
+	fuseEventually(t, "stat of the file whose commit failed", func() error {
+		if _, err := os.Stat(f.path("doomed")); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("stat: %v", err)
+		}
+		return nil
+	})
+}
+
+func TestFUSEReadOnlyMount(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{ReadOnly: true})
+	f.put("k", []byte("x"))
+	if got := f.read("k"); string(got) != "x" {
+		t.Errorf("read %q", got)
+	}
+	fuseWantErrno(t, "write on a read-only mount", os.WriteFile(f.path("k"), []byte("y"), 0o644), syscall.EROFS)
+	fuseWantErrno(t, "mkdir on a read-only mount", os.Mkdir(f.path("d"), 0o755), syscall.EROFS)
+}
+
+func TestFUSEMountPointErrors(t *testing.T) {
+	svc := object.New(nil, nil, object.Options{})
+	base := t.TempDir()
+	file := filepath.Join(base, "file")
+	full := filepath.Join(base, "full")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(full, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]string{
+		filepath.Join(base, "missing"): "no such file or directory",
+		file:                           "not a directory",
+		full:                           "not empty",
+	} {
+		_, err := fs.Mount(context.Background(), svc, "bkt", dir, fs.Options{})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("mount on %s: %v, want an error saying %q", dir, err, want)
+		}
+	}
+}
