@@ -18,27 +18,22 @@ func (s *Store) CreateUpload(ctx context.Context, b meta.Bucket, u *meta.Upload)
 	if u == nil {
 		return fmt.Errorf("create upload in %s: nil upload: %w", b.Name, meta.ErrInvalidArgument)
 	}
-	err := s.createUpload(ctx, b, u)
+	data, err := meta.MarshalUpload(u)
+	if err == nil && u.State != meta.Uploading {
+		err = fmt.Errorf("new upload in state %d: %w", u.State, meta.ErrInvalidArgument)
+	}
+	if err == nil {
+		err = s.e.Update(ctx, func(tx Txn) error {
+			if err := liveBucket(tx, b); err != nil {
+				return err
+			}
+			return insert(tx, uploadKey(spaceUpload, b.ID, u.Key, u.ID), data, errUploadIDTaken)
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("create upload %s of %s/%s: %w", u.ID, b.Name, u.Key, err)
 	}
 	return nil
-}
-
-func (s *Store) createUpload(ctx context.Context, b meta.Bucket, u *meta.Upload) error {
-	if u.State != meta.Uploading {
-		return fmt.Errorf("new upload in state %d: %w", u.State, meta.ErrInvalidArgument)
-	}
-	data, err := meta.MarshalUpload(u)
-	if err != nil {
-		return err
-	}
-	return s.e.Update(ctx, func(tx Txn) error {
-		if err := liveBucket(tx, b); err != nil {
-			return err
-		}
-		return insert(tx, uploadKey(spaceUpload, b.ID, u.Key, u.ID), data, errUploadIDTaken)
-	})
 }
 
 // Upload returns the upload (key, id).
