@@ -331,3 +331,28 @@ func TestFinishCompletesOrRefusesTheRow(t *testing.T) {
 		t.Fatal("a put refused by Finish changed the bucket or left chunks")
 	}
 }
+
+func TestAccessKeys(t *testing.T) {
+	f := newFixture(t, meta.Unversioned)
+	k := object.NewAccessKey("alice", false)
+	if len(k.ID) != 20 || len(k.Secret) != 40 || k.ID == object.NewAccessKey("", false).ID {
+		t.Fatalf("new key = %+v", k)
+	}
+	stored, err := f.svc.CreateAccessKey(f.ctx, k)
+	if err != nil || stored.Created.IsZero() {
+		t.Fatalf("create = %+v, %v", stored, err)
+	}
+	if _, err := f.svc.CreateAccessKey(f.ctx, k); !errors.Is(err, meta.ErrAccessKeyExists) {
+		t.Fatalf("duplicate create: %v", err)
+	}
+	got, err := f.svc.AccessKey(f.ctx, k.ID)
+	if err != nil || got.Secret != k.Secret || got.Name != "alice" {
+		t.Fatalf("get = %+v, %v", got, err)
+	}
+	if err := f.svc.DeleteAccessKey(f.ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ks, err := f.svc.ListAccessKeys(f.ctx); err != nil || len(ks) != 0 {
+		t.Fatalf("keys after delete: %v, %v", ks, err)
+	}
+}
