@@ -17,8 +17,11 @@
 // pessimistic locking would cost an RPC per key written and the Txn
 // interface has no way to say which reads a write depends on.
 //
-// The isolation is snapshot isolation, as TiKV provides: only write-write
-// conflicts are detected, where mem and bolt serialize transactions.
+// The isolation is snapshot isolation, as TiKV provides, where mem and
+// bolt serialize transactions: only write-write conflicts are detected, so
+// a transaction commits even if a key it only read was written meanwhile.
+// Transactions of kv that must exclude each other have to write a common
+// key.
 //
 // # Availability
 //
@@ -29,7 +32,11 @@
 // error client-go gives up with), and the caller — an S3 request, a FUSE
 // operation — fails cleanly instead of hanging. A commit whose outcome is
 // unknown (the primary key's commit got no answer) fails the same way: it
-// may have taken effect.
+// may have taken effect. Scans are the one gap: client-go's scanner sends
+// its requests under a context of its own, so a scan stops retrying at the
+// timeout but first waits for the request in flight, which on a network
+// that drops packets silently can take until gRPC gives up on the
+// connection (client-go's read timeout for scans is a minute).
 //
 // # Namespaces
 //
@@ -39,6 +46,7 @@
 package tikv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -84,8 +92,10 @@ var (
 
 // Open connects to the TiKV cluster whose placement drivers (PD) listen at
 // pdAddrs (host:port each) and returns the meta store kept there under
-// prefix. ctx bounds connecting; the store asks the cluster once before
-// returning, so that a wrong address fails here rather than at first use.
+// prefix. The store asks the cluster once before returning, so that a
+// wrong address fails here rather than at first use. Connecting gives up
+// when ctx ends or after the same timeout that bounds every call later
+// (client-go's PD client alone would keep trying for over a minute).
 func Open(ctx context.Context, pdAddrs []string, prefix string) (meta.Store, error) {
 	where := "TiKV via PD " + strings.Join(pdAddrs, ",")
 	if len(pdAddrs) == 0 {
@@ -94,7 +104,10 @@ func Open(ctx context.Context, pdAddrs []string, prefix string) (meta.Store, err
 	if err := checkPrefix(prefix); err != nil {
 		return nil, fmt.Errorf("open meta store on %s: %w", where, err)
 	}
-	c, err := connect(ctx, pdAddrs)
+	cctx, cancel := context.WithTimeoutCause(ctx, defaultTimeout,
+		fmt.Errorf("no answer from PD within %v: %w", defaultTimeout, meta.ErrUnavailable))
+	defer cancel()
+	c, err := connect(cctx, pdAddrs)
 	if err != nil {
 		return nil, fmt.Errorf("open meta store on %s: %w", where, err)
 	}
@@ -110,8 +123,8 @@ func Open(ctx context.Context, pdAddrs []string, prefix string) (meta.Store, err
 }
 
 // connect creates a client of the cluster, giving up when ctx ends:
-// client-go's constructor takes no context and retries PD for seconds. A
-// client that connects after that is closed as soon as it does.
+// client-go's constructor takes no context. A client that connects after
+// that is closed as soon as it does.
 func connect(ctx context.Context, pdAddrs []string) (*txnkv.Client, error) {
 	type result struct {
 		c   *txnkv.Client
@@ -134,7 +147,7 @@ func connect(ctx context.Context, pdAddrs []string) (*txnkv.Client, error) {
 				r.c.Close()
 			}
 		}()
-		return nil, ctx.Err()
+		return nil, context.Cause(ctx)
 	}
 }
 
@@ -221,6 +234,8 @@ func (e *engine) start(ctx context.Context) (c call, end func(), err error) {
 	killed := new(uint32)
 	stop := context.AfterFunc(ctx, func() { atomic.StoreUint32(killed, 1) })
 	end = func() {
+		// Deregister before canceling: a call that ended in time must not
+		// stop its commit's work in the background (secondary keys).
 		stop()
 		cancel()
 		e.mu.RUnlock()
@@ -244,46 +259,59 @@ func (e *engine) Update(ctx context.Context, fn func(kv.Txn) error) error {
 	}
 	defer end()
 	for n := 1; ; n++ {
-		err, fnErr := e.attempt(c, fn)
-		if fnErr != nil {
-			return fnErr
+		tx, err := e.begin(c)
+		if err != nil {
+			return failed(c.ctx, "begin", err)
 		}
+		if err := e.run(c, tx, fn); err != nil {
+			return err
+		}
+		err = tx.Commit(c.ctx)
 		if err == nil {
 			return nil
 		}
+		op := fmt.Sprintf("commit (attempt %d of %d)", n, attempts)
 		if !conflict(err) || n == attempts {
-			return failed(c.ctx, fmt.Sprintf("update (attempt %d of %d)", n, attempts), err)
+			return failed(c.ctx, op, err)
 		}
 		if err := sleep(c.ctx, backoff(n)); err != nil {
-			return failed(c.ctx, fmt.Sprintf("update (retry %d of %d)", n, attempts-1), err)
+			return failed(c.ctx, op, err)
 		}
 	}
 }
 
-// attempt runs fn in a new transaction and commits what it wrote. fnErr is
-// fn's own error, to be returned as it is; err is the transaction's.
-func (e *engine) attempt(c call, fn func(kv.Txn) error) (err, fnErr error) {
+// begin starts an optimistic transaction at a fresh timestamp.
+func (e *engine) begin(c call) (*transaction.KVTxn, error) {
 	ts, err := e.timestamp(c)
 	if err != nil {
-		return err, nil
+		return nil, err
 	}
 	tx, err := e.s.Begin(tikv.WithStartTS(ts))
 	if err != nil {
-		return err, nil
+		return nil, err
 	}
-	// Rollback only drops the write buffer of an optimistic transaction:
-	// nothing reached the cluster before Commit, which cleans up itself.
-	defer tx.Rollback()
 	tx.SetVars(c.vars)
 	// TiKV commits a transaction whose keys share one region in one phase,
 	// and others in one round trip plus asynchronous cleanup; clusters too
 	// old for either, and the mock, fall back to two-phase commit.
 	tx.SetEnable1PC(true)
 	tx.SetEnableAsyncCommit(true)
-	if err := fn(&txn{ctx: c.ctx, prefix: e.prefix, r: tx, w: tx}); err != nil {
-		return nil, err
-	}
-	return tx.Commit(c.ctx), nil
+	return tx, nil
+}
+
+// run runs fn in tx and returns its error as it is, rolling tx back if fn
+// fails or panics. (That only drops the write buffer: nothing reaches the
+// cluster before Commit.)
+func (e *engine) run(c call, tx *transaction.KVTxn, fn func(kv.Txn) error) error {
+	ok := false
+	defer func() {
+		if !ok {
+			tx.Rollback()
+		}
+	}()
+	err := fn(&txn{ctx: c.ctx, prefix: e.prefix, r: tx, w: tx})
+	ok = err == nil
+	return err
 }
 
 // View runs fn over a snapshot at a fresh timestamp: it sees every
@@ -425,6 +453,9 @@ func (t *txn) Delete(k []byte) error {
 // batches of keys up to end from the cluster and merges the transaction's
 // own writes in.
 func (t *txn) Scan(start, end []byte, fn func(k, v []byte) bool) error {
+	if bytes.Compare(start, end) >= 0 {
+		return nil
+	}
 	it, err := t.r.Iter(t.key(start), t.key(end))
 	if err != nil {
 		return failed(t.ctx, "scan", err)

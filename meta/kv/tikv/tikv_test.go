@@ -327,18 +327,27 @@ func TestConflictCanceled(t *testing.T) {
 }
 
 // TestConcurrentIncrements runs read-modify-write transactions on one key
-// from many goroutines: each either commits or fails with ErrConflict, and
-// the counter ends up counting the commits, each of which also left its
-// own key: nothing is lost, nothing half-applied.
+// from many goroutines whose first runs all read before any commits: all
+// but one conflict at least once. Each Update either commits or fails with
+// ErrConflict, and the counter ends up counting the commits, each of which
+// also left its own key: nothing lost, nothing half-applied.
 func TestConcurrentIncrements(t *testing.T) {
 	e, _ := mockEngine(t, "")
 	const n = 32
-	var ok atomic.Int64
-	var wg sync.WaitGroup
+	var ok, runs atomic.Int64
+	var read, wg sync.WaitGroup
+	read.Add(n)
 	for i := range n {
+		first := true
 		wg.Go(func() {
 			err := e.Update(t.Context(), func(tx kv.Txn) error {
+				runs.Add(1)
 				v, err := tx.Get([]byte("counter"))
+				if first {
+					first = false
+					read.Done()
+					read.Wait()
+				}
 				if err != nil {
 					return err
 				}
@@ -364,8 +373,9 @@ func TestConcurrentIncrements(t *testing.T) {
 	if want := fmt.Sprint("counter=", ok.Load()); len(counter) != 1 || counter[0] != want || len(writers) != int(ok.Load()) {
 		t.Fatalf("%d of %d increments committed; counter %q, %d writers' keys", ok.Load(), n, counter, len(writers))
 	}
-	if ok.Load() < n/2 {
-		t.Errorf("only %d of %d increments committed", ok.Load(), n)
+	t.Logf("%d of %d increments committed in %d runs", ok.Load(), n, runs.Load())
+	if ok.Load() < n/2 || runs.Load() < 2*n-1 {
+		t.Errorf("%d of %d increments committed in %d runs; want most, after %d runs at least", ok.Load(), n, runs.Load(), 2*n-1)
 	}
 }
 
@@ -474,5 +484,21 @@ func TestParseURL(t *testing.T) {
 		if addrs, prefix, err := ParseURL(u); err == nil {
 			t.Errorf("ParseURL(%q) = %q, %q; want an error", u, addrs, prefix)
 		}
+	}
+}
+
+// TestOpenUnreachable opens a store on an address where no PD listens:
+// Open fails, and by its context's deadline.
+func TestOpenUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	start := time.Now()
+	s, err := Open(ctx, []string{"127.0.0.1:1"}, "")
+	if err == nil {
+		s.Close()
+		t.Fatal("Open with no PD listening succeeded")
+	}
+	if d := time.Since(start); d > 2*time.Second || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Open with no PD listening = %v after %v; want the deadline's error after 1s", err, d)
 	}
 }
