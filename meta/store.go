@@ -20,7 +20,8 @@ type Store interface {
 	// may run more than once; it must not change Name or ID.
 	UpdateBucket(ctx context.Context, name string, fn func(*Bucket) error) (Bucket, error)
 	// DeleteBucket removes the named bucket if it holds no rows at all
-	// (no versions, no delete markers); otherwise ErrBucketNotEmpty.
+	// (no versions, no delete markers) and no upload in progress;
+	// otherwise ErrBucketNotEmpty. Records of completed uploads go with it.
 	DeleteBucket(ctx context.Context, name string) error
 
 	// Commit applies the mutations atomically: all or none. Backends

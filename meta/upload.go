@@ -25,6 +25,18 @@ const (
 	Completed
 )
 
+func (s UploadState) String() string {
+	switch s {
+	case Uploading:
+		return "uploading"
+	case Completing:
+		return "completing"
+	case Completed:
+		return "completed"
+	}
+	return fmt.Sprintf("upload-state(%d)", uint8(s))
+}
+
 // An Upload is a multipart upload in progress.
 type Upload struct {
 	Key       string
@@ -87,8 +99,8 @@ type AccessKey struct {
 	Root    bool // the root key may use every bucket
 }
 
-// Uploads is the part of the meta contract that keeps multipart uploads
-// and their parts. Once every backend implements it, Store embeds it.
+// Uploads is the part of the meta contract (embedded in Store) that keeps
+// multipart uploads and their parts. Limits of 0 or less mean no limit.
 type Uploads interface {
 	// CreateUpload records a new upload in state Uploading.
 	CreateUpload(ctx context.Context, b Bucket, u *Upload) error
@@ -108,7 +120,8 @@ type Uploads interface {
 	// part can never slip in after Complete chose the parts
 	// (ErrNoSuchUpload otherwise).
 	PutPart(ctx context.Context, b Bucket, key, id string, p *Part) error
-	// Parts returns up to limit parts numbered above after, in order.
+	// Parts returns up to limit parts numbered above after, in order;
+	// ErrNoSuchUpload when the upload does not exist.
 	Parts(ctx context.Context, b Bucket, key, id string, after int32, limit int) ([]*Part, error)
 }
 
@@ -124,8 +137,8 @@ type UploadListOptions struct {
 	Completed bool
 }
 
-// AccessKeys is the part of the meta contract that keeps S3 credentials.
-// Once every backend implements it, Store embeds it.
+// AccessKeys is the part of the meta contract (embedded in Store) that
+// keeps S3 credentials.
 type AccessKeys interface {
 	// CreateAccessKey inserts k if its id is free (compare-and-set),
 	// else ErrAccessKeyExists.
