@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -410,8 +411,6 @@ func TestFUSEHandlesOfOneFileShareWrites(t *testing.T) {
 
 func TestFUSEAttributes(t *testing.T) {
 	f := newFUSEMount(t, fs.Options{UID: 1234, GID: 5678, Umask: 0o027})
-	old := syscall.Umask(0)
-	defer syscall.Umask(old)
 
 	// Keys written over S3 have no POSIX attributes: the defaults.
 	v := f.put("plain", []byte("12345"))
@@ -874,6 +873,205 @@ func TestFUSEMountPointErrors(t *testing.T) {
 		_, err := fs.Mount(context.Background(), svc, "bkt", dir, fs.Options{})
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("mount on %s: %v, want an error saying %q", dir, err, want)
+		}
+	}
+}
+
+// TestFUSEMatchesALocalDirectory drives the same random operations on the
+// mount and on a plain directory, and compares the trees after every
+// step: contents, types, permissions and the errors the operations met.
+func TestFUSEMatchesALocalDirectory(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{})
+	local := t.TempDir()
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 0))
+	t.Logf("seed %d", seed)
+
+	dirs := []string{"", "d0", "d1", "d0/e"}
+	name := func() string {
+		d := dirs[rng.IntN(len(dirs))]
+		return filepath.Join(d, fmt.Sprintf("f%d", rng.IntN(4)))
+	}
+	type op struct {
+		what string
+		do   func(root string) error
+	}
+	for step := range 250 {
+		var o op
+		switch k := rng.IntN(10); k {
+		case 0, 1:
+			p, b := name(), fuseRandom(rng.IntN(3*fuseChunk))
+			o = op{"write " + p, func(root string) error { return os.WriteFile(filepath.Join(root, p), b, 0o644) }}
+		case 2:
+			p, off, b := name(), rng.Int64N(2*fuseChunk), fuseRandom(rng.IntN(5000)+1)
+			o = op{fmt.Sprintf("pwrite %s at %d", p, off), func(root string) error {
+				file, err := os.OpenFile(filepath.Join(root, p), os.O_RDWR, 0)
+				if err != nil {
+					return err
+				}
+				_, err = file.WriteAt(b, off)
+				return errors.Join(err, file.Close())
+			}}
+		case 3:
+			p, b := name(), fuseRandom(rng.IntN(100))
+			o = op{"append " + p, func(root string) error {
+				file, err := os.OpenFile(filepath.Join(root, p), os.O_WRONLY|os.O_APPEND, 0)
+				if err != nil {
+					return err
+				}
+				_, err = file.Write(b)
+				return errors.Join(err, file.Close())
+			}}
+		case 4:
+			p, size := name(), rng.Int64N(3*fuseChunk)
+			o = op{fmt.Sprintf("truncate %s to %d", p, size), func(root string) error { return os.Truncate(filepath.Join(root, p), size) }}
+		case 5:
+			a, b := name(), name()
+			o = op{"rename " + a + " " + b, func(root string) error { return syscall.Rename(filepath.Join(root, a), filepath.Join(root, b)) }}
+		case 6:
+			p := name()
+			o = op{"unlink " + p, func(root string) error { return os.Remove(filepath.Join(root, p)) }}
+		case 7:
+			d := dirs[1+rng.IntN(len(dirs)-1)]
+			o = op{"mkdir " + d, func(root string) error { return os.Mkdir(filepath.Join(root, d), 0o755) }}
+		case 8:
+			d := dirs[1+rng.IntN(len(dirs)-1)]
+			o = op{"rmdir " + d, func(root string) error { return syscall.Rmdir(filepath.Join(root, d)) }}
+		case 9:
+			a, b := dirs[1+rng.IntN(len(dirs)-1)], dirs[1+rng.IntN(len(dirs)-1)]
+			o = op{"rename directory " + a + " " + b, func(root string) error {
+				return syscall.Rename(filepath.Join(root, a), filepath.Join(root, b))
+			}}
+		}
+		want, got := o.do(local), o.do(f.dir)
+		if !sameErrno(want, got) {
+			t.Fatalf("step %d, %s: mount says %v, a local directory %v", step, o.what, got, want)
+		}
+		if diff := compareTrees(local, f.dir); diff != "" {
+			t.Fatalf("step %d, after %s: %s", step, o.what, diff)
+		}
+	}
+}
+
+// sameErrno reports whether two operations failed the same way.
+func sameErrno(a, b error) bool {
+	var ea, eb syscall.Errno
+	errors.As(a, &ea)
+	errors.As(b, &eb)
+	return (a == nil) == (b == nil) && ea == eb
+}
+
+// compareTrees describes the first difference between two trees, or
+// returns "".
+func compareTrees(want, got string) string {
+	list := func(root string) (map[string]string, error) {
+		m := map[string]string{}
+		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || p == root {
+				return err
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, p)
+			desc := fi.Mode().String()
+			if fi.Mode().IsRegular() {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				desc += fmt.Sprintf(" %d bytes md5 %x", len(b), md5.Sum(b))
+			}
+			m[rel] = desc
+			return nil
+		})
+		return m, err
+	}
+	w, err := list(want)
+	if err != nil {
+		return err.Error()
+	}
+	g, err := list(got)
+	if err != nil {
+		return err.Error()
+	}
+	for _, p := range slices.Sorted(maps.Keys(w)) {
+		if w[p] != g[p] {
+			return fmt.Sprintf("%s: mount has %q, want %q", p, g[p], w[p])
+		}
+	}
+	for p := range g {
+		if _, ok := w[p]; !ok {
+			return fmt.Sprintf("%s: in the mount only (%s)", p, g[p])
+		}
+	}
+	return ""
+}
+
+// TestFUSEConcurrentWritersAndReaders writes different files from several
+// goroutines while others list the directory and read what is there.
+func TestFUSEConcurrentWritersAndReaders(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{})
+	if err := os.Mkdir(f.path("c"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	want := map[string][]byte{}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 15 {
+				name := fmt.Sprintf("c/w%d-%d", w, i%5)
+				b := fuseRandom(rand.IntN(2 * fuseChunk))
+				if err := os.WriteFile(f.path(name), b, 0o644); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				want[name] = b
+				mu.Unlock()
+			}
+		}()
+	}
+	var readers sync.WaitGroup
+	for range 2 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ents, err := os.ReadDir(f.path("c"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, e := range ents {
+					// A file may be mid-rewrite: any complete version will do.
+					if _, err := os.ReadFile(f.path("c/" + e.Name())); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	readers.Wait()
+	for name, b := range want {
+		if got := f.read(name); !bytes.Equal(got, b) {
+			t.Errorf("%s: mount reads %d bytes, want the last written %d", name, len(got), len(b))
+		}
+		if got := f.stored(name); !bytes.Equal(got, b) {
+			t.Errorf("%s: stored bytes differ", name)
 		}
 	}
 }
