@@ -11,16 +11,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stratafs/stratafs/backend"
 	"github.com/stratafs/stratafs/data"
-	"github.com/stratafs/stratafs/data/local"
 	"github.com/stratafs/stratafs/meta"
-	"github.com/stratafs/stratafs/meta/kv/bolt"
 	"github.com/stratafs/stratafs/object"
 )
 
@@ -41,18 +39,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func openStore(dir string) (*object.Service, func(), error) {
-	m, err := bolt.Open(filepath.Join(dir, "meta.db"))
-	if err != nil {
-		return nil, nil, err
-	}
-	d, err := local.Open(dir)
-	if err != nil {
-		m.Close()
-		return nil, nil, err
-	}
-	svc := object.New(m, d, object.Options{ChunkSize: crashChunk})
-	return svc, func() { d.Close(); m.Close() }, nil
+func openStore(dir string) (*object.Service, func() error, error) {
+	return backend.Open(backend.Config{Dir: dir}, object.Options{ChunkSize: crashChunk})
 }
 
 // crashWriter puts objects until it is killed, printing one line per

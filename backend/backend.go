@@ -1,0 +1,96 @@
+// Package backend opens the stores a stratafs process runs on, from the
+// URLs users give (--meta, --data) or, by default, the embedded pair under
+// one data directory. It is the only place that knows every backend, so
+// commands and tests open stores one way.
+package backend
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	"github.com/stratafs/stratafs/data"
+	"github.com/stratafs/stratafs/data/local"
+	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/meta/kv/bolt"
+	"github.com/stratafs/stratafs/meta/kv/mem"
+	"github.com/stratafs/stratafs/object"
+)
+
+// Config names the stores. Empty URLs mean the embedded default under Dir:
+// Dir/meta.db (bolt) and Dir/chunks (local files).
+type Config struct {
+	Dir  string // the data directory; also holds credentials and staging
+	Meta string // bolt:///path, memory://
+	Data string // file:///path
+}
+
+// Open opens both stores and the core over them. close releases both.
+func Open(c Config, o object.Options) (svc *object.Service, close func() error, err error) {
+	if c.Dir != "" {
+		if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+			return nil, nil, fmt.Errorf("data directory: %w", err)
+		}
+	}
+	m, err := OpenMeta(c.metaURL())
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := OpenData(c.dataURL())
+	if err != nil {
+		m.Close()
+		return nil, nil, err
+	}
+	closeAll := func() error {
+		derr := d.Close()
+		if err := m.Close(); err != nil {
+			return err
+		}
+		return derr
+	}
+	return object.New(m, d, o), closeAll, nil
+}
+
+func (c Config) metaURL() string {
+	if c.Meta != "" {
+		return c.Meta
+	}
+	return "bolt://" + filepath.Join(c.Dir, "meta.db")
+}
+
+func (c Config) dataURL() string {
+	if c.Data != "" {
+		return c.Data
+	}
+	return "file://" + c.Dir
+}
+
+// OpenMeta opens a meta store from its URL.
+func OpenMeta(rawURL string) (meta.Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("meta store URL %q: %w", rawURL, err)
+	}
+	switch u.Scheme {
+	case "bolt":
+		if p := u.Host + u.Path; p != "" {
+			return bolt.Open(p)
+		}
+	case "memory":
+		return mem.New(), nil
+	}
+	return nil, fmt.Errorf("meta store URL %q: want bolt:///path/meta.db or memory://", rawURL)
+}
+
+// OpenData opens a chunk store from its URL.
+func OpenData(rawURL string) (data.Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("chunk store URL %q: %w", rawURL, err)
+	}
+	if p := u.Host + u.Path; u.Scheme == "file" && p != "" {
+		return local.Open(p)
+	}
+	return nil, fmt.Errorf("chunk store URL %q: want file:///path", rawURL)
+}
