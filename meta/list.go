@@ -100,29 +100,17 @@ func listKeys(it Iter, o ListOptions) (*ListResult, error) {
 		}
 		it.Seek(start, VersionID{})
 	}
-	n := 0
-	for it.Next() {
-		v := it.Version()
-		if !strings.HasPrefix(v.Key, o.Prefix) {
-			break
-		}
-		if n == max {
-			res.IsTruncated = true
-			break
-		}
-		n++
-		if cp, ok := rollup(o.Prefix, o.Delimiter, v.Key); ok {
+	var err error
+	res.IsTruncated, err = walk(it, o.Prefix, o.Delimiter, max, nil,
+		func(v *Version) {
+			res.Objects = append(res.Objects, v)
+			res.Next = v.Key
+		},
+		func(cp string) {
 			res.CommonPrefixes = append(res.CommonPrefixes, cp)
 			res.Next = cp
-			if !skipPrefix(it, cp) {
-				break
-			}
-			continue
-		}
-		res.Objects = append(res.Objects, v)
-		res.Next = v.Key
-	}
-	return res, it.Err()
+		})
+	return res, err
 }
 
 // ListVersions returns a page of ListObjectVersions: every row under
@@ -182,40 +170,27 @@ func listVersions(ctx context.Context, s Store, b Bucket, o VersionListOptions) 
 			}
 		}
 	}
-	n := 0
-	for it.Next() {
-		v := it.Version()
-		if !strings.HasPrefix(v.Key, o.Prefix) {
-			break
-		}
-		if skip != nil {
-			marker := v.Key == o.KeyMarker && v.ID == *skip
-			skip = nil
-			if marker {
-				continue
-			}
-		}
-		if n == max {
-			res.IsTruncated = true
-			break
-		}
-		n++
-		if cp, ok := rollup(o.Prefix, o.Delimiter, v.Key); ok {
+	// The first row after the seek may be the marker row itself.
+	isMarker := func(v *Version) bool {
+		marker := skip != nil && v.Key == o.KeyMarker && v.ID == *skip
+		skip = nil
+		return marker
+	}
+	var err error
+	res.IsTruncated, err = walk(it, o.Prefix, o.Delimiter, max, isMarker,
+		func(v *Version) {
+			res.Versions = append(res.Versions, VersionEntry{Version: v, IsLatest: v.Key != prev})
+			prev = v.Key
+			res.NextKeyMarker, res.NextVersionIDMarker = v.Key, v.WireID()
+		},
+		func(cp string) {
 			res.CommonPrefixes = append(res.CommonPrefixes, cp)
 			res.NextKeyMarker, res.NextVersionIDMarker = cp, ""
-			if !skipPrefix(it, cp) {
-				break
-			}
-			continue
-		}
-		res.Versions = append(res.Versions, VersionEntry{Version: v, IsLatest: v.Key != prev})
-		prev = v.Key
-		res.NextKeyMarker, res.NextVersionIDMarker = v.Key, v.WireID()
-	}
+		})
 	if !res.IsTruncated {
 		res.NextKeyMarker, res.NextVersionIDMarker = "", ""
 	}
-	return res, it.Err()
+	return res, err
 }
 
 // markerID resolves a version-id-marker to the sort id it stands for.
@@ -228,6 +203,37 @@ func markerID(ctx context.Context, s Store, b Bucket, key, wireID string) (Versi
 		return VersionID{}, err
 	}
 	return v.ID, nil
+}
+
+// walk pages through the rows under prefix. A row that rolls up into a
+// common prefix at delim reports the prefix once (common) and the rest of
+// it is skipped by seeking, not read; any other row goes to row, unless
+// skip says to pass it over. Keys and common prefixes each count toward
+// max; walk reports whether another entry followed the page.
+func walk(it Iter, prefix, delim string, max int, skip func(*Version) bool, row func(*Version), common func(string)) (truncated bool, err error) {
+	n := 0
+	for it.Next() {
+		v := it.Version()
+		if !strings.HasPrefix(v.Key, prefix) {
+			break
+		}
+		if skip != nil && skip(v) {
+			continue
+		}
+		if n == max {
+			return true, it.Err()
+		}
+		n++
+		if cp, ok := rollup(prefix, delim, v.Key); ok {
+			common(cp)
+			if !skipPrefix(it, cp) {
+				break
+			}
+			continue
+		}
+		row(v)
+	}
+	return false, it.Err()
 }
 
 func pageSize(n int) int {

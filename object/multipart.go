@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 
@@ -233,14 +232,13 @@ func (s *Service) completeUpload(ctx context.Context, bucket, key, uploadID stri
 	}
 	m := meta.PutMutation(b, v)
 	m.Check, m.CompleteUpload = check, uploadID
-	err = s.apply(ctx, b, m)
-	if errors.Is(err, meta.ErrNoSuchUpload) {
-		// A concurrent Complete finished first: answer as it did.
+	if err := s.apply(ctx, b, m); err != nil {
+		// A concurrent Complete that finished first makes this commit
+		// fail (the upload is no longer Completing, or the version id is
+		// taken): answer as it did.
 		if done, uerr := s.meta.Upload(ctx, b, key, uploadID); uerr == nil && done.State == meta.Completed {
 			return s.meta.Get(ctx, b, key, done.Version)
 		}
-	}
-	if err != nil {
 		return nil, err
 	}
 	for _, m := range unused {
