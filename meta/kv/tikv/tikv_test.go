@@ -15,11 +15,11 @@ import (
 	"github.com/pingcap/log"
 	"github.com/tikv/client-go/v2/testutils"
 	"github.com/tikv/client-go/v2/tikv"
+	"go.uber.org/zap"
 
 	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/meta/kv"
 	"github.com/stratafs/stratafs/meta/storetest"
-	"go.uber.org/zap"
 )
 
 func TestMain(m *testing.M) {
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) meta.Store {
-		s, err := NewMock("")
+		s, err := NewMock("storetest")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,11 +56,11 @@ func mockCluster(t *testing.T) (*tikv.KVStore, *testutils.MockCluster) {
 }
 
 // mockEngine returns an engine with the given prefix on a fresh mock
-// cluster, and the cluster.
-func mockEngine(t *testing.T, prefix string) (*engine, *testutils.MockCluster) {
+// cluster.
+func mockEngine(t *testing.T, prefix string) *engine {
 	t.Helper()
-	s, c := mockCluster(t)
-	return newEngine(s, prefix, defaultTimeout), c
+	s, _ := mockCluster(t)
+	return newEngine(s, prefix, defaultTimeout)
 }
 
 func set(t *testing.T, e *engine, kvs ...string) {
@@ -102,7 +102,7 @@ func viewScan(t *testing.T, e *engine, start, end string) []string {
 }
 
 func TestTxn(t *testing.T) {
-	e, _ := mockEngine(t, "p")
+	e := mockEngine(t, "p")
 	set(t, e, "a", "1", "b", "2", "b\x00", "3", "c", "4", "d", "5")
 	for _, c := range []struct {
 		start, end string
@@ -191,7 +191,7 @@ func TestTxn(t *testing.T) {
 // TestViewSnapshot checks that a View reads one snapshot, whatever commits
 // meanwhile.
 func TestViewSnapshot(t *testing.T) {
-	e, _ := mockEngine(t, "")
+	e := mockEngine(t, "")
 	set(t, e, "a", "1", "b", "1")
 	err := e.View(t.Context(), func(tx kv.Txn) error {
 		set(t, e, "a", "2", "b", "2", "c", "2")
@@ -276,9 +276,15 @@ func interfere(t *testing.T, other *engine, k string, n int) (fn func(kv.Txn) er
 	}, runs
 }
 
-func TestConflictRetried(t *testing.T) {
+// twoEngines returns two engines on one fresh mock cluster, as two
+// processes sharing it would have.
+func twoEngines(t *testing.T) (*engine, *engine) {
 	s, _ := mockCluster(t)
-	e, other := newEngine(s, "", defaultTimeout), newEngine(s, "", defaultTimeout)
+	return newEngine(s, "", defaultTimeout), newEngine(s, "", defaultTimeout)
+}
+
+func TestConflictRetried(t *testing.T) {
+	e, other := twoEngines(t)
 	fn, runs := interfere(t, other, "k", 3)
 	if err := e.Update(t.Context(), fn); err != nil {
 		t.Fatalf("Update after 3 conflicts: %v", err)
@@ -289,8 +295,7 @@ func TestConflictRetried(t *testing.T) {
 }
 
 func TestConflictGivesUp(t *testing.T) {
-	s, _ := mockCluster(t)
-	e, other := newEngine(s, "", defaultTimeout), newEngine(s, "", defaultTimeout)
+	e, other := twoEngines(t)
 	fn, runs := interfere(t, other, "k", attempts)
 	err := e.Update(t.Context(), fn)
 	if !errors.Is(err, meta.ErrConflict) || runs.Load() != attempts {
@@ -305,8 +310,7 @@ func TestConflictGivesUp(t *testing.T) {
 }
 
 func TestConflictCanceled(t *testing.T) {
-	s, _ := mockCluster(t)
-	e, other := newEngine(s, "", defaultTimeout), newEngine(s, "", defaultTimeout)
+	e, other := twoEngines(t)
 	fn, runs := interfere(t, other, "k", attempts)
 	ctx, cancel := context.WithCancel(t.Context())
 	err := e.Update(ctx, func(tx kv.Txn) error {
@@ -332,7 +336,7 @@ func TestConflictCanceled(t *testing.T) {
 // ErrConflict, and the counter ends up counting the commits, each of which
 // also left its own key: nothing lost, nothing half-applied.
 func TestConcurrentIncrements(t *testing.T) {
-	e, _ := mockEngine(t, "")
+	e := mockEngine(t, "")
 	const n = 32
 	var ok, runs atomic.Int64
 	var read, wg sync.WaitGroup
