@@ -279,6 +279,7 @@ func interfere(t *testing.T, other *engine, k string, n int) (fn func(kv.Txn) er
 // twoEngines returns two engines on one fresh mock cluster, as two
 // processes sharing it would have.
 func twoEngines(t *testing.T) (*engine, *engine) {
+	t.Helper()
 	s, _ := mockCluster(t)
 	return newEngine(s, "", defaultTimeout), newEngine(s, "", defaultTimeout)
 }
