@@ -52,13 +52,15 @@ func (n *dirNode) prefix() (string, syscall.Errno) {
 	return p + "/", 0
 }
 
-// childKey returns the key of the entry name in the directory.
+// childKey returns the key of the entry name in the directory. The
+// kernel leaves NAME_MAX to the file system: a longer name could be
+// created but never listed.
 func (n *dirNode) childKey(name string) (string, syscall.Errno) {
 	p, errno := n.prefix()
-	if errno != 0 {
+	switch {
+	case errno != 0:
 		return "", errno
-	}
-	if len(p)+len(name) > meta.MaxKeyLen {
+	case len(name) > maxName || len(p)+len(name) > meta.MaxKeyLen:
 		return "", syscall.ENAMETOOLONG
 	}
 	return p + name, 0

@@ -49,7 +49,8 @@ var (
 )
 
 // shows reports whether the inode can stand for v, the latest version a
-// lookup or listing found: it is being written here, or shows v already.
+// lookup or listing found: it is being written here, or shows v already,
+// or a newer one (the listing was read before a commit that landed since).
 // If so it fills out with its attributes.
 func (n *fileNode) shows(v *meta.Version, out *fuse.Attr) bool {
 	n.mu.Lock()
@@ -57,7 +58,7 @@ func (n *fileNode) shows(v *meta.Version, out *fuse.Attr) bool {
 	switch {
 	case n.draft != nil:
 		n.draft.attr(out)
-	case n.v != nil && n.v.ID == v.ID:
+	case n.v != nil && n.v.ID.Compare(v.ID) <= 0: // ids sort newest first
 		n.fsys.fileAttr(n.v, out)
 	default:
 		return false

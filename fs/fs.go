@@ -68,8 +68,6 @@ type Options struct {
 	// commit that failed when the last handle of a file was released);
 	// slog.Default() when nil.
 	Logger *slog.Logger
-	// Debug logs every FUSE request.
-	Debug bool
 }
 
 // fsys is one mounted bucket: the state every node shares.

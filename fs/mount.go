@@ -33,6 +33,9 @@ func Mount(ctx context.Context, svc *object.Service, bucket, dir string, o Optio
 	if _, err := svc.Bucket(ctx, bucket); err != nil {
 		return nil, err
 	}
+	if o.StagingDir == "" {
+		return nil, errors.New("mount: no staging directory given")
+	}
 	if err := os.MkdirAll(o.StagingDir, 0o700); err != nil {
 		return nil, fmt.Errorf("staging directory: %w", err)
 	}
@@ -72,7 +75,6 @@ func (f *fsys) fuseOptions() *fusefs.Options {
 		// open(O_TRUNC) arrives as one OPEN rather than a SETATTR first,
 		// so rewriting a file makes one version, not two.
 		ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
-		Debug:             f.opts.Debug,
 	}
 	if f.opts.ReadOnly {
 		mo.Options = append(mo.Options, "ro")

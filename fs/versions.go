@@ -101,7 +101,7 @@ func (n *versionsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 		}
 	}
 	key := n.childKey(name)
-	if len(key) > meta.MaxKeyLen {
+	if len(name) > maxName || len(key) > meta.MaxKeyLen {
 		return nil, syscall.ENAMETOOLONG
 	}
 	st, err := n.fsys.svc.StatHistory(ctx, n.fsys.bucket, key)

@@ -644,6 +644,7 @@ func TestFUSEDirectories(t *testing.T) {
 	f.write("a/b/f", []byte("f"))
 	fuseWantErrno(t, "rmdir of a non-empty directory", os.Remove(f.path("a/b")), syscall.ENOTEMPTY)
 	fuseWantErrno(t, "mkdir of an existing name", os.Mkdir(f.path("a"), 0o755), syscall.EEXIST)
+	fuseWantErrno(t, "create of a name past NAME_MAX", os.WriteFile(f.path(strings.Repeat("n", 256)), nil, 0o644), syscall.ENAMETOOLONG)
 	if err := os.Remove(f.path("a/b/f")); err != nil {
 		t.Fatal(err)
 	}
