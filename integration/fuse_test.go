@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -977,12 +978,19 @@ func compareTrees(want, got string) string {
 			}
 			rel, _ := filepath.Rel(root, p)
 			desc := fi.Mode().String()
-			if fi.Mode().IsRegular() {
+			switch {
+			case fi.Mode().IsRegular():
 				b, err := os.ReadFile(p)
 				if err != nil {
 					return err
 				}
 				desc += fmt.Sprintf(" %d bytes md5 %x", len(b), md5.Sum(b))
+			case fi.Mode()&os.ModeSymlink != 0:
+				target, err := os.Readlink(p)
+				if err != nil {
+					return err
+				}
+				desc += " -> " + target
 			}
 			m[rel] = desc
 			return nil
@@ -1073,6 +1081,55 @@ func TestFUSEConcurrentWritersAndReaders(t *testing.T) {
 		}
 		if got := f.stored(name); !bytes.Equal(got, b) {
 			t.Errorf("%s: stored bytes differ", name)
+		}
+	}
+}
+
+// TestFUSETarExtract extracts a tarball into the mount: the tree matches,
+// modes and mtimes included, and each file is exactly one version.
+func TestFUSETarExtract(t *testing.T) {
+	tar, err := exec.LookPath("tar")
+	if err != nil {
+		t.Skip("no tar here")
+	}
+	f := newFUSEMount(t, fs.Options{})
+	src := filepath.Join(t.TempDir(), "src")
+	mtime := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	files := map[string][]byte{"a.txt": []byte("hello\n"), "sub/big.bin": fuseRandom(3*fuseChunk + 5), "sub/deeper/x": nil}
+	for name, b := range files {
+		p := filepath.Join(src, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("../a.txt", filepath.Join(src, "sub/link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(src, "sub"), 0o751); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(t.TempDir(), "src.tar")
+	for _, args := range [][]string{{"-cf", archive, "-C", filepath.Dir(src), "src"}, {"-xpf", archive, "-C", f.dir}} {
+		if out, err := exec.Command(tar, args...).CombinedOutput(); err != nil {
+			t.Fatalf("tar %q: %v\n%s", args, err, out)
+		}
+	}
+	if diff := compareTrees(src, f.path("src")); diff != "" {
+		t.Fatal(diff)
+	}
+	for name := range files {
+		fi, err := os.Stat(f.path("src/" + name))
+		if err != nil || !fi.ModTime().Equal(mtime) {
+			t.Errorf("%s: mtime %v, %v; want %v", name, fi.ModTime(), err, mtime)
+		}
+		if n := len(f.versions("src/" + name)); n != 1 {
+			t.Errorf("%s: %d versions, want 1", name, n)
 		}
 	}
 }
