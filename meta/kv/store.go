@@ -211,7 +211,7 @@ func checkMutation(m meta.Mutation) error {
 // the key in step with its rows: N names the null row, C holds a copy of
 // the first row while that is not a delete marker.
 func apply(tx Txn, bid uint64, m meta.Mutation, put []byte) error {
-	_, head, err := first(tx, bid, m.Key)
+	headRow, head, err := first(tx, bid, m.Key)
 	if err != nil {
 		return err
 	}
@@ -264,9 +264,8 @@ func apply(tx Txn, bid uint64, m meta.Mutation, put []byte) error {
 		}
 	}
 
-	// Find the key's new first row, if it changed.
-	var next []byte
-	var nextV *meta.Version
+	// Find the key's new first row.
+	next, nextV := headRow, head
 	switch {
 	case headGone:
 		if next, nextV, err = first(tx, bid, m.Key); err != nil {
@@ -274,17 +273,16 @@ func apply(tx Txn, bid uint64, m meta.Mutation, put []byte) error {
 		}
 	case p != nil && (head == nil || p.ID.Compare(head.ID) < 0):
 		next, nextV = put, p
-	default:
-		return nil
 	}
+	// C is written by every mutation of the key, changed or not: under
+	// snapshot isolation (TiKV) only write-write conflicts are caught, and
+	// C is the one entry all mutations of a key share, so two racing ones
+	// cannot both commit on a stale view of the head.
 	ck := keyKey(spaceLive, bid, m.Key)
 	if nextV != nil && !nextV.DeleteMarker {
 		return tx.Set(ck, next)
 	}
-	if head != nil && !head.DeleteMarker {
-		return tx.Delete(ck)
-	}
-	return nil
+	return tx.Delete(ck)
 }
 
 // putRow writes the new row p (encoded as data) given the key's current
