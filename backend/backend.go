@@ -5,16 +5,19 @@
 package backend
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/data/local"
 	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/meta/kv/bolt"
 	"github.com/stratafs/stratafs/meta/kv/mem"
+	"github.com/stratafs/stratafs/meta/kv/tikv"
 	"github.com/stratafs/stratafs/object"
 )
 
@@ -22,7 +25,7 @@ import (
 // Dir/meta.db (bolt) and Dir/chunks (local files).
 type Config struct {
 	Dir  string // the data directory; also holds credentials and staging
-	Meta string // bolt:///path, memory://
+	Meta string // bolt:///path, memory://, tikv://pd1:2379,pd2:2379?prefix=p
 	Data string // file:///path
 }
 
@@ -68,6 +71,14 @@ func (c Config) dataURL() string {
 
 // OpenMeta opens a meta store from its URL.
 func OpenMeta(rawURL string) (meta.Store, error) {
+	if strings.HasPrefix(rawURL, "tikv://") {
+		// PD lists may hold IPv6 hosts, which url.Parse refuses.
+		pds, prefix, err := tikv.ParseURL(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("meta store URL %q: %w", rawURL, err)
+		}
+		return tikv.Open(context.Background(), pds, prefix)
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("meta store URL %q: %w", rawURL, err)
@@ -80,7 +91,7 @@ func OpenMeta(rawURL string) (meta.Store, error) {
 	case "memory":
 		return mem.New(), nil
 	}
-	return nil, fmt.Errorf("meta store URL %q: want bolt:///path/meta.db or memory://", rawURL)
+	return nil, fmt.Errorf("meta store URL %q: want bolt:///path/meta.db, memory:// or tikv://pd1:2379,pd2:2379[?prefix=p]", rawURL)
 }
 
 // OpenData opens a chunk store from its URL.
