@@ -109,12 +109,7 @@ func (s *Service) rename(ctx context.Context, bucket, src, dst, owner string) (*
 	del, _ := meta.DeleteMutation(b, src, owner, s.now())
 	// The source must still be the version we copied when we commit;
 	// otherwise a write that raced in would be deleted unseen.
-	del.Check = func(cur *meta.Version) error {
-		if cur == nil || cur.ID != head.ID {
-			return fmt.Errorf("%s changed during rename: %w", src, meta.ErrConflict)
-		}
-		return nil
-	}
+	del.Check = unchanged(head)
 	if err := s.commit(ctx, b, v, nil, del); err != nil {
 		return nil, err
 	}
