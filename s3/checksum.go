@@ -4,10 +4,12 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"hash"
 	"hash/crc32"
 	"hash/crc64"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 
@@ -17,6 +19,12 @@ import (
 // A checksumAlg is one of the x-amz-checksum-* algorithms. Sums are the
 // big-endian digest bytes, base64-encoded on the wire and in
 // meta.Version.Checksums (keyed by name).
+//
+// An algorithm with an empty sum is one a multipart upload was created
+// with (x-amz-checksum-algorithm): the core gives the completed version
+// the upload's attributes as they were recorded then, and no sum of the
+// whole object is known. Listings name the algorithm, as S3 does for
+// such objects; GET, HEAD and XML results send no empty sum.
 type checksumAlg struct {
 	name string // "CRC32", as x-amz-sdk-checksum-algorithm and meta spell it
 	size int
@@ -53,14 +61,13 @@ func checksumByName(name string) (checksumAlg, bool) {
 // checksumBody wraps a request body so that the x-amz-checksum-* the
 // client sent, in a header or as an aws-chunked trailer, is verified
 // while the body streams (a mismatch fails the read that ends it, so
-// nothing is stored). The returned map holds the verified sum by the time
-// the body reached io.EOF; it is empty when the client sent none.
-func checksumBody(q *request, body io.Reader, size int64) (io.Reader, map[string]string, error) {
+// nothing is stored). sum is nil when the client sent no checksum.
+func checksumBody(q *request, body io.Reader, size int64) (r io.Reader, sum *bodySum, err error) {
 	alg, want, err := requestChecksum(q)
 	if err != nil || want == nil {
 		return body, nil, err
 	}
-	sums := make(map[string]string, 1)
+	sum = &bodySum{alg: alg}
 	return sigv4.VerifyPayload(body, size, sigv4.Digest{
 		Hash: alg.new(),
 		Want: func() ([]byte, error) {
@@ -68,15 +75,41 @@ func checksumBody(q *request, body io.Reader, size int64) (io.Reader, map[string
 			if err != nil {
 				return nil, err
 			}
-			sum, err := decodeSum(alg, v)
+			b, err := decodeSum(alg, v)
 			if err != nil {
 				return nil, errMalformedTrailer.with("The value of trailer %s is not a valid %s.", alg.header(), alg.name)
 			}
-			sums[alg.name] = v
-			return sum, nil
+			sum.value = v
+			return b, nil
 		},
 		Mismatch: errBadDigest.with("The %s you specified did not match the calculated checksum.", alg.name),
-	}), sums, nil
+	}), sum, nil
+}
+
+// A bodySum is the checksum a request declared for its body; its value
+// is set once the whole body was read and matched it.
+type bodySum struct {
+	alg   checksumAlg
+	value string // base64
+}
+
+// record returns sums (a version's or a part's) with the verified sum
+// added. It is called from the core's Finish hooks, once the body is
+// stored: a sum still unverified then means the body was not read to its
+// end, and nothing may commit.
+func (s *bodySum) record(sums map[string]string) (map[string]string, error) {
+	if s == nil {
+		return sums, nil
+	}
+	if s.value == "" {
+		return nil, fmt.Errorf("the body's %s was never verified", s.alg.name)
+	}
+	out := maps.Clone(sums)
+	if out == nil {
+		out = make(map[string]string, 1)
+	}
+	out[s.alg.name] = s.value
+	return out, nil
 }
 
 // requestChecksum finds the one checksum a request declares: an
@@ -141,7 +174,7 @@ func decodeSum(a checksumAlg, v string) ([]byte, error) {
 // GET or HEAD asks with x-amz-checksum-mode: ENABLED.
 func setChecksumHeaders(h http.Header, sums map[string]string) {
 	for _, a := range checksumAlgs {
-		if v, ok := sums[a.name]; ok {
+		if v := sums[a.name]; v != "" {
 			h.Set(a.header(), v)
 			h.Set("x-amz-checksum-type", "FULL_OBJECT")
 		}
@@ -167,7 +200,7 @@ func checksumXML(sums map[string]string) checksumFields {
 		ChecksumSHA1:      sums["SHA1"],
 		ChecksumSHA256:    sums["SHA256"],
 	}
-	if len(sums) > 0 {
+	if f != (checksumFields{}) {
 		f.ChecksumType = "FULL_OBJECT"
 	}
 	return f

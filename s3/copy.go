@@ -27,11 +27,8 @@ func (h *Handler) copyObject(w http.ResponseWriter, q *request) error {
 	if err := checkWriteHeaders(hdr); err != nil {
 		return err
 	}
-	srcBucket, srcKey, srcVersion, err := parseCopySource(hdr.Get("X-Amz-Copy-Source"))
+	srcBucket, srcKey, srcVersion, err := h.copySource(q)
 	if err != nil {
-		return err
-	}
-	if err := h.authorize(q, srcBucket); err != nil {
 		return err
 	}
 	directive := hdr.Get("X-Amz-Metadata-Directive")
@@ -70,11 +67,8 @@ func (h *Handler) copyObject(w http.ResponseWriter, q *request) error {
 		return nil
 	}
 	v, err := h.svc.Copy(q.ctx, srcBucket, srcKey, q.bucket, q.key, opts)
-	if errors.Is(err, meta.ErrDeleteMarker) {
-		return errInvalidRequest.with("The source of a copy request may not specifically refer to a delete marker by version id.")
-	}
 	if err != nil {
-		return err
+		return copyError(err)
 	}
 	h.setVersionID(q, w.Header(), "x-amz-version-id", q.bucket, v)
 	if src != nil {
@@ -99,6 +93,25 @@ func copyAttrs(src *meta.Version, req object.Attrs, replace bool) object.Attrs {
 	}
 	a.Checksums, a.POSIX = src.Checksums, src.POSIX
 	return a
+}
+
+// copySource reads x-amz-copy-source and checks that the requester may
+// read the source bucket.
+func (h *Handler) copySource(q *request) (bucket, key, versionID string, err error) {
+	bucket, key, versionID, err = parseCopySource(q.r.Header.Get("X-Amz-Copy-Source"))
+	if err == nil {
+		err = h.authorize(q, bucket)
+	}
+	return bucket, key, versionID, err
+}
+
+// copyError is how a copy that failed on its source answers: a delete
+// marker named by version id is a bad request, not a 405 as for a GET.
+func copyError(err error) error {
+	if errors.Is(err, meta.ErrDeleteMarker) {
+		return errInvalidRequest.with("The source of a copy request may not specifically refer to a delete marker by version id.")
+	}
+	return err
 }
 
 // parseCopySource splits x-amz-copy-source, "[/]bucket/key[?versionId=v]"

@@ -42,6 +42,8 @@ var (
 	errInternal            = &Error{"InternalError", http.StatusInternalServerError, "We encountered an internal error. Please try again."}
 	errInvalidArgument     = &Error{"InvalidArgument", http.StatusBadRequest, "Invalid Argument."}
 	errInvalidBucketName   = &Error{"InvalidBucketName", http.StatusBadRequest, "The specified bucket is not valid."}
+	errInvalidPart         = &Error{"InvalidPart", http.StatusBadRequest, "One or more of the specified parts could not be found. The part might not have been uploaded, or the specified ETag might not have matched the uploaded part's ETag."}
+	errInvalidPartNumber   = &Error{"InvalidPartNumber", http.StatusRequestedRangeNotSatisfiable, "The requested partnumber is not satisfiable."}
 	errInvalidDigest       = &Error{"InvalidDigest", http.StatusBadRequest, "The Content-MD5 you specified is not valid."}
 	errInvalidRange        = &Error{"InvalidRange", http.StatusRequestedRangeNotSatisfiable, "The requested range is not satisfiable."}
 	errInvalidRequest      = &Error{"InvalidRequest", http.StatusBadRequest, "Invalid Request."}
@@ -54,6 +56,7 @@ var (
 	errMethodNotAllowed    = &Error{"MethodNotAllowed", http.StatusMethodNotAllowed, "The specified method is not allowed against this resource."}
 	errNoSuchBucket        = &Error{"NoSuchBucket", http.StatusNotFound, "The specified bucket does not exist."}
 	errNoSuchKey           = &Error{"NoSuchKey", http.StatusNotFound, "The specified key does not exist."}
+	errNoSuchUpload        = &Error{"NoSuchUpload", http.StatusNotFound, "The specified multipart upload does not exist. The upload ID might be invalid, or the multipart upload might have been aborted or completed."}
 	errNoSuchVersion       = &Error{"NoSuchVersion", http.StatusNotFound, "The specified version does not exist."}
 	errNotImplemented      = &Error{"NotImplemented", http.StatusNotImplemented, "A header or query you provided implies functionality that is not implemented."}
 	errPreconditionFailed  = &Error{"PreconditionFailed", http.StatusPreconditionFailed, "At least one of the pre-conditions you specified did not hold."}
@@ -83,6 +86,10 @@ var translations = []struct {
 	{io.ErrUnexpectedEOF, errIncompleteBody},
 	{meta.ErrInvalidRange, errInvalidRange},
 	{meta.ErrPreconditionFailed, errPreconditionFailed},
+	{meta.ErrNoSuchUpload, errNoSuchUpload},
+	{meta.ErrInvalidPartOrder, &Error{"InvalidPartOrder", http.StatusBadRequest, "The list of parts was not in ascending order. The parts list must be specified in order by part number."}},
+	{meta.ErrInvalidPart, errInvalidPart},
+	{meta.ErrEntityTooSmall, &Error{"EntityTooSmall", http.StatusBadRequest, "Your proposed upload is smaller than the minimum allowed object size."}},
 	{meta.ErrConflict, &Error{"OperationAborted", http.StatusConflict, "A conflicting conditional operation is currently in progress against this resource. Please try again."}},
 	{meta.ErrUnavailable, &Error{"ServiceUnavailable", http.StatusServiceUnavailable, "Please reduce your request rate."}},
 

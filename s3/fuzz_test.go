@@ -37,3 +37,16 @@ func FuzzCreateBucketConfiguration(f *testing.F) {
 		}
 	})
 }
+
+func FuzzCompleteRequest(f *testing.F) {
+	f.Add([]byte(`<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"a54357aff0632cce46d942af68356b38"</ETag>` +
+		`<ChecksumCRC32>AAAAAA==</ChecksumCRC32></Part></CompleteMultipartUpload>`))
+	f.Add([]byte(`<CompleteMultipartUpload><Part><PartNumber>x</PartNumber></Part></CompleteMultipartUpload><!-- c -->`))
+	f.Add([]byte(`<CompleteMultipartUpload/><Part/>`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var req completeRequest
+		if err := decodeXML(b, &req); err != nil && err != errMalformedXML {
+			t.Fatalf("error %v", err)
+		}
+	})
+}

@@ -45,7 +45,7 @@ func (h *Handler) listBuckets(w http.ResponseWriter, q *request) error {
 	if err != nil {
 		return err
 	}
-	res := listAllMyBucketsResult{Xmlns: xmlns, Owner: ownerOf(q.owner), Prefix: prefix}
+	res := listAllMyBucketsResult{Xmlns: xmlns, Owner: h.ownerOf(q, q.owner), Prefix: prefix}
 	for _, b := range all {
 		if b.Name <= after || !strings.HasPrefix(b.Name, prefix) || q.owner != "" && b.Owner != q.owner {
 			continue
@@ -124,7 +124,10 @@ func (h *Handler) listObjects(w http.ResponseWriter, q *request) error {
 		Delimiter:    enc.apply(o.Delimiter),
 		EncodingType: enc.name,
 	}
-	withOwner := !v2 || q.query.Get("fetch-owner") == "true"
+	var owner func(string) *Owner
+	if !v2 || q.query.Get("fetch-owner") == "true" {
+		owner = func(id string) *Owner { return h.ownerOf(q, id) }
+	}
 	if v2 {
 		token := q.query.Get("continuation-token")
 		res.ContinuationToken = token
@@ -150,7 +153,7 @@ func (h *Handler) listObjects(w http.ResponseWriter, q *request) error {
 	}
 	res.IsTruncated = page.IsTruncated
 	for _, v := range page.Objects {
-		res.Contents = append(res.Contents, entry("Contents", v, nil, withOwner, enc))
+		res.Contents = append(res.Contents, entry("Contents", v, nil, owner, enc))
 	}
 	for _, p := range page.CommonPrefixes {
 		res.CommonPrefixes = append(res.CommonPrefixes, commonPrefix{enc.apply(p)})
@@ -230,7 +233,7 @@ func (h *Handler) listObjectVersions(w http.ResponseWriter, q *request) error {
 			name = "DeleteMarker"
 		}
 		latest := e.IsLatest
-		res.Entries = append(res.Entries, entry(name, e.Version, &latest, true, enc))
+		res.Entries = append(res.Entries, entry(name, e.Version, &latest, func(id string) *Owner { return h.ownerOf(q, id) }, enc))
 	}
 	for _, p := range page.CommonPrefixes {
 		res.CommonPrefixes = append(res.CommonPrefixes, commonPrefix{enc.apply(p)})
@@ -239,8 +242,9 @@ func (h *Handler) listObjectVersions(w http.ResponseWriter, q *request) error {
 }
 
 // entry renders a row as a listing element named name. latest is set
-// only in version listings; delete markers carry no ETag, size or class.
-func entry(name string, v *meta.Version, latest *bool, withOwner bool, enc encoding) objectEntry {
+// only in version listings; owner, when set, shows the row's owner.
+// Delete markers carry no ETag, size or class.
+func entry(name string, v *meta.Version, latest *bool, owner func(string) *Owner, enc encoding) objectEntry {
 	e := objectEntry{
 		XMLName:      xml.Name{Local: name},
 		Key:          enc.apply(v.Key),
@@ -250,23 +254,29 @@ func entry(name string, v *meta.Version, latest *bool, withOwner bool, enc encod
 	if latest != nil {
 		e.VersionID = v.WireID()
 	}
-	if withOwner {
-		e.Owner = ownerOf(v.Owner)
+	if owner != nil {
+		e.Owner = owner(v.Owner)
 	}
 	if v.DeleteMarker {
 		return e
 	}
 	size := v.Size
-	e.ETag, e.Size, e.StorageClass = `"`+v.ETag+`"`, &size, v.StorageClass
-	if e.StorageClass == "" {
-		e.StorageClass = "STANDARD"
-	}
+	e.ETag, e.Size, e.StorageClass = `"`+v.ETag+`"`, &size, storageClass(v)
 	for _, a := range checksumAlgs {
 		if _, ok := v.Checksums[a.name]; ok {
 			e.ChecksumAlgorithm = append(e.ChecksumAlgorithm, a.name)
 		}
 	}
 	return e
+}
+
+// storageClass is v's storage class as listings show it: STANDARD when
+// none was given.
+func storageClass(v *meta.Version) string {
+	if v.StorageClass == "" {
+		return "STANDARD"
+	}
+	return v.StorageClass
 }
 
 // encoding is a listing's encoding-type: keys and prefixes URL-encoded,

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/object"
 )
@@ -29,6 +30,13 @@ func (h *Handler) readObject(w http.ResponseWriter, q *request, withBody bool) e
 	versionID, err := versionParam(q)
 	if err != nil {
 		return err
+	}
+	part, err := partNumberParam(q)
+	if err != nil {
+		return err
+	}
+	if part > 0 && q.r.Header.Get("Range") != "" {
+		return errInvalidRequest.with("Cannot specify both Range header and partNumber query parameter.")
 	}
 	hdr := w.Header()
 	v, err := h.svc.Head(q.ctx, q.bucket, q.key, versionID)
@@ -55,8 +63,20 @@ func (h *Handler) readObject(w http.ResponseWriter, q *request, withBody bool) e
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
-	off, n, partial, err := parseRange(q.r.Header.Get("Range"), v.Size)
-	if err != nil {
+	var off, n int64
+	var partial bool
+	if part > 0 {
+		var count int
+		if off, n, count, err = partRange(v, part); err != nil {
+			return err
+		}
+		if count > 0 {
+			hdr.Set("x-amz-mp-parts-count", strconv.Itoa(count))
+		}
+		// A part is a range, even the one part, all of it, of an object
+		// not uploaded in parts (as S3 answers: 206 and Content-Range).
+		partial = v.Size > 0
+	} else if off, n, partial, err = parseRange(q.r.Header.Get("Range"), v.Size); err != nil {
 		hdr.Set("Content-Range", fmt.Sprintf("bytes */%d", v.Size))
 		return err
 	}
@@ -90,6 +110,29 @@ func (h *Handler) readObject(w http.ResponseWriter, q *request, withBody bool) e
 		return fmt.Errorf("sending %s/%s: %w: %w", q.bucket, q.key, errAborted, err)
 	}
 	return nil
+}
+
+// partRange locates part number of v: a multipart upload's part as its
+// manifest records the parts' sizes, or for any other object the whole
+// object as part 1. count is the number of parts, 0 when v was not
+// uploaded in parts.
+func partRange(v *meta.Version, number int32) (off, n int64, count int, err error) {
+	m, err := data.DecodeManifest(v.Manifest)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("version %s: %w", v.WireID(), err)
+	}
+	sizes := m.GetParts()
+	count = len(sizes)
+	if count == 0 {
+		sizes = []int64{v.Size}
+	}
+	if int(number) > len(sizes) {
+		return 0, 0, 0, errInvalidPartNumber
+	}
+	for _, s := range sizes[:number-1] {
+		off += s
+	}
+	return off, sizes[number-1], count, nil
 }
 
 // versionParam returns the versionId query parameter; present but empty
@@ -150,20 +193,23 @@ func (h *Handler) putObject(w http.ResponseWriter, q *request) error {
 	if err != nil {
 		return err
 	}
-	body, sums, err := checksumBody(q, q.auth.Body, size)
+	body, sum, err := checksumBody(q, q.auth.Body, size)
 	if err != nil {
 		return err
 	}
-	// sums is filled when the body is verified at its end, which the core
-	// reaches before it commits the row that carries it.
-	attrs.Checksums = sums
+	release, err := h.acquireWrite(q)
+	if err != nil {
+		return err
+	}
+	defer release()
 	br := &bodyReader{r: body}
-	v, err := h.svc.Put(q.ctx, q.bucket, q.key, br, object.PutOptions{Attrs: attrs, Size: size, MD5: md5sum, Check: check})
-	if err != nil && br.err != nil {
-		return br.err
-	}
+	v, err := h.svc.Put(q.ctx, q.bucket, q.key, br, object.PutOptions{Attrs: attrs, Size: size, MD5: md5sum, Check: check,
+		Finish: func(v *meta.Version) (err error) {
+			v.Checksums, err = sum.record(v.Checksums)
+			return err
+		}})
 	if err != nil {
-		return err
+		return br.cause(err)
 	}
 	hdr := w.Header()
 	hdr.Set("ETag", `"`+v.ETag+`"`)
@@ -209,6 +255,15 @@ func (h *Handler) deleteOne(q *request, key, versionID string) (object.DeleteRes
 type bodyReader struct {
 	r   io.Reader
 	err error
+}
+
+// cause is the error to answer a failed write with: the body's own, if
+// reading it failed, else the core's err.
+func (b *bodyReader) cause(err error) error {
+	if b.err != nil {
+		return b.err
+	}
+	return err
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {

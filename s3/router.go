@@ -50,22 +50,30 @@ var ops = []op{
 	{levelBucket, http.MethodPut, "versioning", "PutBucketVersioning", nil, (*Handler).putBucketVersioning},
 	{levelBucket, http.MethodDelete, "", "DeleteBucket", nil, (*Handler).deleteBucket},
 	{levelBucket, http.MethodPost, "delete", "DeleteObjects", nil, (*Handler).deleteObjects},
+	{levelBucket, http.MethodGet, "uploads", "ListMultipartUploads", []string{"prefix", "delimiter", "key-marker",
+		"upload-id-marker", "max-uploads", "encoding-type"}, (*Handler).listUploads},
 
-	{levelObject, http.MethodGet, "", "GetObject", append([]string{"versionId"}, responseParams...), (*Handler).getObject},
-	{levelObject, http.MethodHead, "", "HeadObject", append([]string{"versionId"}, responseParams...), (*Handler).headObject},
+	{levelObject, http.MethodGet, "", "GetObject", append([]string{"versionId", "partNumber"}, responseParams...), (*Handler).getObject},
+	{levelObject, http.MethodHead, "", "HeadObject", append([]string{"versionId", "partNumber"}, responseParams...), (*Handler).headObject},
 	{levelObject, http.MethodPut, "", "PutObject", nil, (*Handler).putObject},
 	{levelObject, http.MethodDelete, "", "DeleteObject", []string{"versionId"}, (*Handler).deleteObject},
+	{levelObject, http.MethodPost, "uploads", "CreateMultipartUpload", nil, (*Handler).createUpload},
+	{levelObject, http.MethodPut, "uploadId", "UploadPart", []string{"partNumber"}, (*Handler).uploadPart},
+	{levelObject, http.MethodPost, "uploadId", "CompleteMultipartUpload", nil, (*Handler).completeUpload},
+	{levelObject, http.MethodDelete, "uploadId", "AbortMultipartUpload", nil, (*Handler).abortUpload},
+	{levelObject, http.MethodGet, "uploadId", "ListParts", []string{"max-parts", "part-number-marker", "encoding-type"}, (*Handler).listParts},
 }
 
 // subresources are the query parameters that select something other than
 // the plain bucket or object: every one S3 defines, so that those we do
-// not implement are recognized and refused.
+// not implement are recognized and refused. partNumber is not one: it
+// selects a part of what GetObject, HeadObject and UploadPart address.
 var subresources = map[string]bool{
 	"accelerate": true, "acl": true, "analytics": true, "attributes": true, "cors": true,
 	"delete": true, "encryption": true, "intelligent-tiering": true, "inventory": true,
 	"legal-hold": true, "lifecycle": true, "location": true, "logging": true,
 	"metadataConfiguration": true, "metadataTable": true, "metrics": true, "notification": true,
-	"object-lock": true, "ownershipControls": true, "partNumber": true, "policy": true,
+	"object-lock": true, "ownershipControls": true, "policy": true,
 	"policyStatus": true, "publicAccessBlock": true, "renameObject": true, "replication": true,
 	"requestPayment": true, "restore": true, "retention": true, "select": true, "session": true,
 	"tagging": true, "torrent": true, "uploadId": true, "uploads": true, "versioning": true,

@@ -191,3 +191,45 @@ func TestCredentialsFile(t *testing.T) {
 		t.Fatal("a file without a secret was accepted")
 	}
 }
+
+func TestParseCopyRange(t *testing.T) {
+	tests := []struct {
+		h      string
+		off, n int64
+		ranged bool
+		bad    bool
+	}{
+		{"", 0, -1, false, false},
+		{"bytes=0-0", 0, 1, true, false},
+		{"bytes=5-9", 5, 5, true, false},
+		{"bytes=5-", 0, 0, false, true},
+		{"bytes=-5", 0, 0, false, true},
+		{"bytes=9-5", 0, 0, false, true},
+		{"bytes=0-1,3-4", 0, 0, false, true},
+		{"items=0-1", 0, 0, false, true},
+		{"bytes=0-5368709120", 0, 0, false, true}, // one byte over 5 GiB
+	}
+	for _, tt := range tests {
+		off, n, ranged, err := parseCopyRange(tt.h)
+		if off != tt.off || n != tt.n || ranged != tt.ranged || (err != nil) != tt.bad {
+			t.Errorf("parseCopyRange(%q) = %d, %d, %v, %v; want %d, %d, %v, error %v", tt.h, off, n, ranged, err, tt.off, tt.n, tt.ranged, tt.bad)
+		}
+	}
+}
+
+func TestDecodeXMLIsStrict(t *testing.T) {
+	for doc, ok := range map[string]bool{
+		`<CompleteMultipartUpload></CompleteMultipartUpload>`:                 true,
+		"<?xml version=\"1.0\"?>\n<CompleteMultipartUpload/>\n<!-- end -->\n": true,
+		`<CompleteMultipartUpload/><CompleteMultipartUpload/>`:                false,
+		`<CompleteMultipartUpload/>trailing`:                                  false,
+		`<CompleteMultipartUpload>`:                                           false,
+		`<Other/>`:                                                            false,
+		`<CompleteMultipartUpload><Part><PartNumber>1x</PartNumber></Part></CompleteMultipartUpload>`: false,
+	} {
+		var req completeRequest
+		if err := decodeXML([]byte(doc), &req); (err == nil) != ok {
+			t.Errorf("decodeXML(%q) = %v, want ok %v", doc, err, ok)
+		}
+	}
+}

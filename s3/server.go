@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -33,17 +34,30 @@ type Config struct {
 	// requests (BUCKET.DOMAIN) arrive. Requests to any other host use the
 	// path style (DOMAIN/BUCKET/KEY).
 	Domains []string
-	// Keys are the access keys that may sign requests.
+	// Keys are access keys that may sign requests besides those stored
+	// in the meta store, which are looked up when Keys does not know a
+	// key. Nil: only the stored keys.
 	Keys sigv4.Keys
 	// RootAccessKey is the key whose requests act as the root owner, who
-	// may use every bucket. Every other key is an owner of its own: it
-	// sees and uses only the buckets it created.
+	// may use every bucket, as do stored keys marked Root. Every other key
+	// is an owner of its own: it sees and uses only the buckets it
+	// created.
 	RootAccessKey string
 	// Logger receives one line per request; slog.Default() when nil.
 	Logger *slog.Logger
 	// Now is the clock signatures are checked against; time.Now when nil.
 	Now func() time.Time
+	// MaxWrites is how many request bodies (PutObject, UploadPart) are
+	// stored at once; more wait their turn. The core holds up to three
+	// chunk buffers for each body it stores, so the buffers of writes
+	// stay under MaxWrites × 3 × the chunk size (8 MiB by default).
+	// DefaultMaxWrites when 0 or less.
+	MaxWrites int
 }
+
+// DefaultMaxWrites is Config.MaxWrites' default: 16 × 3 × 8 MiB = 384 MiB
+// of write buffers at most.
+const DefaultMaxWrites = 16
 
 // A Handler is the S3 endpoint. It is safe for concurrent use.
 type Handler struct {
@@ -51,6 +65,7 @@ type Handler struct {
 	cfg    Config
 	verify *sigv4.Verifier
 	log    *slog.Logger
+	writes chan struct{} // a token per body being stored
 }
 
 // New returns the S3 endpoint over the core svc.
@@ -61,11 +76,27 @@ func New(svc *object.Service, cfg Config) *Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.MaxWrites <= 0 {
+		cfg.MaxWrites = DefaultMaxWrites
+	}
 	return &Handler{
 		svc:    svc,
 		cfg:    cfg,
-		verify: &sigv4.Verifier{Region: cfg.Region, Keys: cfg.Keys, Now: cfg.Now},
+		verify: &sigv4.Verifier{Region: cfg.Region, Keys: keyring{fixed: cfg.Keys, svc: svc}, Now: cfg.Now},
 		log:    cfg.Logger,
+		writes: make(chan struct{}, cfg.MaxWrites),
+	}
+}
+
+// acquireWrite waits until fewer than MaxWrites bodies are being stored
+// and returns the function that ends this one's turn. A client waiting
+// here is not read from, so TCP holds its body back.
+func (h *Handler) acquireWrite(q *request) (release func(), err error) {
+	select {
+	case h.writes <- struct{}{}:
+		return func() { <-h.writes }, nil
+	case <-q.ctx.Done():
+		return nil, fmt.Errorf("waiting to store a body: %w", context.Cause(q.ctx))
 	}
 }
 
@@ -78,8 +109,9 @@ type request struct {
 	key    string
 	query  url.Values
 	auth   *sigv4.Request
-	owner  string // the requester as the meta store records owners
-	op     string // the S3 operation, for the log
+	owner  string            // the requester as the meta store records owners
+	op     string            // the S3 operation, for the log
+	owners map[string]*Owner // owners shown so far, by id (see ownerOf)
 }
 
 // errAborted ends a response whose headers were already sent: the
@@ -128,8 +160,8 @@ func (h *Handler) serve(w http.ResponseWriter, q *request) error {
 	if q.auth, err = h.verify.Verify(q.r); err != nil {
 		return err
 	}
-	if q.auth.AccessKey != h.cfg.RootAccessKey {
-		q.owner = q.auth.AccessKey
+	if q.owner, err = h.requester(q.ctx, q.auth.AccessKey); err != nil {
+		return err
 	}
 	switch {
 	case routeErr != nil:

@@ -3,9 +3,7 @@ package s3
 import (
 	"bytes"
 	"crypto/md5"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -71,13 +69,32 @@ func md5Sum(b []byte) []byte {
 }
 
 // decodeXML parses a request document into v. The root element must be
-// the one v names; namespaces are not checked, as S3 accepts documents
-// with and without one.
+// the one v names (namespaces are not checked, as S3 accepts documents
+// with and without one), and only white space, comments and processing
+// instructions may follow it.
 func decodeXML(b []byte, v any) error {
-	if err := xml.Unmarshal(b, v); err != nil {
+	d := xml.NewDecoder(bytes.NewReader(b))
+	if err := d.Decode(v); err != nil {
 		return errMalformedXML
 	}
-	return nil
+	for {
+		tok, err := d.Token()
+		switch {
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return errMalformedXML
+		}
+		switch t := tok.(type) {
+		case xml.Comment, xml.ProcInst:
+		case xml.CharData:
+			if len(bytes.TrimSpace(t)) > 0 {
+				return errMalformedXML
+			}
+		default:
+			return errMalformedXML
+		}
+	}
 }
 
 // contentMD5 decodes a Content-MD5 header; nil when absent.
@@ -102,19 +119,9 @@ type errorDoc struct {
 	RequestID string `xml:"RequestId"`
 }
 
-// Owner is the owner of a bucket or a version, as listings show it.
+// Owner is the owner of a bucket, a version or an upload, as listings
+// show it.
 type Owner struct {
 	ID          string
 	DisplayName string
-}
-
-// ownerOf shows an owner of the meta store (an access key id; "" is the
-// root) as an S3 canonical user: a stable 64-hex id and a display name.
-func ownerOf(name string) *Owner {
-	display := name
-	if name == "" {
-		display = "root"
-	}
-	sum := sha256.Sum256([]byte("stratafs owner\x00" + name))
-	return &Owner{ID: hex.EncodeToString(sum[:]), DisplayName: display}
 }
