@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/stratafs/stratafs/s3/sigv4"
 )
@@ -58,6 +61,43 @@ func startServe(t *testing.T, bin, dataDir string) *servedProcess {
 	return nil
 }
 
+// exported finds the credentials of an "export AWS_ACCESS_KEY_ID=…
+// AWS_SECRET_ACCESS_KEY=…" line, as serve prints them when it creates
+// the root key and `key create` prints a new key.
+func exported(t *testing.T, out string) aws.Credentials {
+	t.Helper()
+	m := regexp.MustCompile(`export AWS_ACCESS_KEY_ID=(\S+) AWS_SECRET_ACCESS_KEY=(\S+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no credentials printed: %q", out)
+	}
+	return aws.Credentials{AccessKeyID: m[1], SecretAccessKey: m[2]}
+}
+
+// buildStratafs builds the stratafs binary into a temporary directory.
+func buildStratafs(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "stratafs")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/stratafs/stratafs/cmd/stratafs").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// stratafs runs a command of the binary on dataDir that must succeed and
+// returns its standard output.
+func stratafs(t *testing.T, bin, dataDir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(bin, append([]string{"--data-dir", dataDir}, args...)...).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("stratafs %s: %v: %s", strings.Join(args, " "), err, stderr)
+	}
+	return string(out)
+}
+
 // stop signals the server and waits for a clean exit.
 func (p *servedProcess) stop(t *testing.T, sig os.Signal) {
 	t.Helper()
@@ -76,18 +116,10 @@ func TestServeGracefulShutdown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "stratafs")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/stratafs/stratafs/cmd/stratafs").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildStratafs(t)
 	dataDir := t.TempDir()
 	p := startServe(t, bin, dataDir)
-
-	exports := regexp.MustCompile(`export AWS_ACCESS_KEY_ID=(\S+) AWS_SECRET_ACCESS_KEY=(\S+) `).FindStringSubmatch(strings.Join(p.stdout, "\n"))
-	if exports == nil {
-		t.Fatalf("first start printed no credentials: %q", p.stdout)
-	}
-	creds := aws.Credentials{AccessKeyID: exports[1], SecretAccessKey: exports[2]}
+	creds := exported(t, strings.Join(p.stdout, "\n"))
 	fi, err := os.Stat(filepath.Join(dataDir, "credentials"))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("credentials file: %v, %v", fi, err)
@@ -140,4 +172,49 @@ func TestServeGracefulShutdown(t *testing.T) {
 	if _, err := http.Get(p.endpoint); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("after SIGINT the endpoint answers: %v", err)
 	}
+}
+
+// TestServeAccessKeys manages keys with `stratafs key` between runs of
+// `stratafs serve`: a created key signs requests as an owner of its own,
+// shown by its name; a removed key is refused.
+func TestServeAccessKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildStratafs(t)
+	dataDir := t.TempDir()
+	carol := exported(t, stratafs(t, bin, dataDir, "key", "create", "--name", "carol"))
+	p := startServe(t, bin, dataDir)
+	root := exported(t, strings.Join(p.stdout, "\n"))
+	srv := &s3Server{url: p.endpoint, tr: &http.Transport{}}
+	as := func(creds aws.Credentials) s3Test {
+		return s3Test{t: t, ctx: context.Background(), c: srv.client(true, func(o *awss3.Options) {
+			o.Credentials = credentials.StaticCredentialsProvider{Value: creds}
+		})}
+	}
+	rc, cc := as(root), as(carol)
+	defer recoverMust(t)
+	rc.createBucket("roots")
+	cc.createBucket("carols")
+	cc.put("carols", "k", []byte("carol's"))
+	eq(t, "carol's buckets", strings.Join(bucketNames(cc), ","), "carols")
+	wantErr(t, cc.getErr("roots", "k", ""), 403, "AccessDenied")
+	page := must(rc.c.ListObjectsV2(rc.ctx, &awss3.ListObjectsV2Input{Bucket: aws.String("carols"), FetchOwner: aws.Bool(true)}))
+	eq(t, "owner shown by the key's name", aws.ToString(page.Contents[0].Owner.DisplayName), "carol")
+	p.stop(t, os.Interrupt)
+
+	ls := stratafs(t, bin, dataDir, "key", "ls")
+	if !strings.Contains(ls, carol.AccessKeyID) || !strings.Contains(ls, "carol") || strings.Contains(ls, carol.SecretAccessKey) {
+		t.Fatalf("key ls = %q", ls)
+	}
+	stratafs(t, bin, dataDir, "key", "rm", carol.AccessKeyID)
+	if ls := stratafs(t, bin, dataDir, "key", "ls"); ls != "" {
+		t.Fatalf("key ls after rm = %q", ls)
+	}
+	p = startServe(t, bin, dataDir)
+	srv.url = p.endpoint
+	rc, cc = as(root), as(carol)
+	wantErr(t, cc.getErr("carols", "k", ""), 403, "InvalidAccessKeyId")
+	_, got := rc.get("carols", "k", "")
+	eq(t, "the root reads a removed key's bucket", string(got), "carol's")
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/stratafs/stratafs/data/local"
+	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/meta/kv/bolt"
 	"github.com/stratafs/stratafs/object"
 	"github.com/stratafs/stratafs/s3"
@@ -1034,15 +1035,8 @@ func TestS3Owners(t *testing.T) {
 	alice.createBucket("alices")
 	alice.put("alices", "mine", []byte("alice's"))
 
-	bucketsOf := func(c s3Test) string {
-		var names []string
-		for _, b := range must(c.c.ListBuckets(c.ctx, &awss3.ListBucketsInput{})).Buckets {
-			names = append(names, *b.Name)
-		}
-		return strings.Join(names, ",")
-	}
-	eq(t, "alice's buckets", bucketsOf(alice), "alices")
-	eq(t, "root's buckets", bucketsOf(root), "alices,roots")
+	eq(t, "alice's buckets", strings.Join(bucketNames(alice), ","), "alices")
+	eq(t, "root's buckets", strings.Join(bucketNames(root), ","), "alices,roots")
 
 	// Alice can touch nothing of the root's.
 	wantErr(t, alice.getErr("roots", "secret", ""), 403, "AccessDenied")
@@ -1073,4 +1067,56 @@ func TestS3Owners(t *testing.T) {
 		owners = append(owners, *o.Key+"="+*o.Owner.DisplayName)
 	}
 	eq(t, "owners", strings.Join(owners, ","), "from-root=root,mine="+s3AliceKey)
+}
+
+// bucketNames lists the buckets c sees.
+func bucketNames(c s3Test) []string {
+	c.t.Helper()
+	var names []string
+	for _, b := range must(c.c.ListBuckets(c.ctx, &awss3.ListBucketsInput{})).Buckets {
+		names = append(names, *b.Name)
+	}
+	return names
+}
+
+// TestS3StoredKeys signs with access keys kept in the meta store: each is
+// an owner of its own, shown by its name, unless marked root; a deleted
+// key is refused at once.
+func TestS3StoredKeys(t *testing.T) {
+	srv := startS3(t, false)
+	ctx := context.Background()
+	as := func(k meta.AccessKey) s3Test {
+		if _, err := srv.svc.CreateAccessKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		return s3Test{t: t, ctx: ctx, c: srv.client(true, func(o *awss3.Options) {
+			o.Credentials = credentials.NewStaticCredentialsProvider(k.ID, k.Secret, "")
+		})}
+	}
+	dave, admin := object.NewAccessKey("dave", false), object.NewAccessKey("admin", true)
+	dc, ac := as(dave), as(admin)
+	alice := s3Test{t: t, ctx: ctx, c: srv.client(true, func(o *awss3.Options) {
+		o.Credentials = credentials.NewStaticCredentialsProvider(s3AliceKey, s3AliceSecret, "")
+	})}
+	defer recoverMust(t)
+	dc.createBucket("daves")
+	dc.put("daves", "k", []byte("dave's"))
+	alice.createBucket("alices")
+	lb := must(dc.c.ListBuckets(ctx, &awss3.ListBucketsInput{}))
+	eq(t, "dave's buckets", len(lb.Buckets), 1)
+	eq(t, "dave's display name", aws.ToString(lb.Owner.DisplayName), "dave")
+	wantErr(t, dc.getErr("alices", "k", ""), 403, "AccessDenied")
+	_, err := alice.c.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: aws.String("daves")})
+	wantErr(t, err, 403, "AccessDenied")
+
+	// A stored key marked root uses every bucket.
+	eq(t, "root key's buckets", strings.Join(bucketNames(ac), ","), "alices,daves")
+	_, got := ac.get("daves", "k", "")
+	eq(t, "read by a stored root key", string(got), "dave's")
+	ac.put("alices", "from-admin", []byte("x"))
+
+	if err := srv.svc.DeleteAccessKey(ctx, dave.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, dc.getErr("daves", "k", ""), 403, "InvalidAccessKeyId")
 }

@@ -40,7 +40,8 @@ func commands() []command {
 		{"ls", "ls [BUCKET[/PREFIX]] [--versions] [--as-of TIME] [--recursive]", runLs},
 		{"rm", "rm BUCKET/KEY [--version V]", runRm},
 		{"mount", "mount BUCKET DIR [--read-only] [--allow-other] [--uid N] [--gid N] [--umask 022] [--attr-timeout 1s] [--entry-timeout 1s]", runMount},
-		{"serve", "serve [--listen ADDR] [--region R] [--domain D] [--tls-cert F --tls-key F] [--log-level L]", runServe},
+		{"serve", "serve [--listen ADDR] [--region R] [--domain D] [--tls-cert F --tls-key F] [--log-level L] [--max-writes N]", runServe},
+		{"key", "key create [--name N] | ls | rm ID", runKey},
 	}
 }
 

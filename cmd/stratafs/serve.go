@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,8 +34,14 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	tlsCert := fs.String("tls-cert", envOr("STRATAFS_TLS_CERT", ""), "serve HTTPS with this certificate file (env STRATAFS_TLS_CERT)")
 	tlsKey := fs.String("tls-key", envOr("STRATAFS_TLS_KEY", ""), "and this key file (env STRATAFS_TLS_KEY)")
 	logLevel := fs.String("log-level", envOr("STRATAFS_LOG_LEVEL", "info"), "debug, info, warn or error (env STRATAFS_LOG_LEVEL)")
+	maxWrites := fs.String("max-writes", envOr("STRATAFS_MAX_WRITES", strconv.Itoa(s3.DefaultMaxWrites)),
+		"request bodies stored at once; each holds up to 3 chunk buffers of 8 MiB (env STRATAFS_MAX_WRITES)")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
+	}
+	writes, err := strconv.Atoi(*maxWrites)
+	if err != nil || writes < 1 {
+		return fmt.Errorf("--max-writes %q: want a number of at least 1: %w", *maxWrites, errUsage)
 	}
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return fmt.Errorf("--tls-cert and --tls-key go together: %w", errUsage)
@@ -64,6 +71,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		Keys:          sigv4.StaticKeys{creds.AccessKey: creds.SecretKey},
 		RootAccessKey: creds.AccessKey,
 		Logger:        logger,
+		MaxWrites:     writes,
 	})
 	srv := &http.Server{
 		Handler:           h,
