@@ -64,6 +64,9 @@ type Bucket struct {
 	Versioning Versioning
 	Owner      string // access key id of the owner; "" for the root
 	Shards     uint32 // a power of two; backends that do not shard ignore it
+	// Lifecycle holds the bucket's retention rules, applied by the
+	// collector; nil when it has none.
+	Lifecycle []LifecycleRule
 }
 
 // NewBucket returns a bucket record with a fresh random id, ready for

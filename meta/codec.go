@@ -46,6 +46,10 @@ func MarshalBucket(b Bucket) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshal bucket %q: created: %w", b.Name, err)
 	}
+	rules, err := rulesToPB(b.Lifecycle)
+	if err != nil {
+		return nil, fmt.Errorf("marshal bucket %q: %w", b.Name, err)
+	}
 	data, err := encode(&metapb.Bucket{
 		Name:             b.Name,
 		Id:               b.ID,
@@ -53,6 +57,7 @@ func MarshalBucket(b Bucket) ([]byte, error) {
 		Versioning:       uint32(b.Versioning),
 		Owner:            b.Owner,
 		Shards:           b.Shards,
+		Lifecycle:        rules,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("marshal bucket %q: %w", b.Name, err)
@@ -69,6 +74,10 @@ func UnmarshalBucket(data []byte) (Bucket, error) {
 	if err := checkBucket(pb.Name, pb.Versioning); err != nil {
 		return Bucket{}, corrupt("bucket", err)
 	}
+	rules, err := rulesFromPB(pb.Lifecycle)
+	if err != nil {
+		return Bucket{}, corrupt("bucket", err)
+	}
 	return Bucket{
 		Name:       pb.Name,
 		ID:         pb.Id,
@@ -76,6 +85,7 @@ func UnmarshalBucket(data []byte) (Bucket, error) {
 		Versioning: Versioning(pb.Versioning),
 		Owner:      pb.Owner,
 		Shards:     pb.Shards,
+		Lifecycle:  rules,
 	}, nil
 }
 

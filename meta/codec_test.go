@@ -89,6 +89,10 @@ func TestBucketRoundTrip(t *testing.T) {
 		{Name: "photos", ID: math.MaxUint64, Created: time.Unix(1700000000, 1).UTC(), Versioning: Suspended, Owner: "AKIA", Shards: 64},
 		{Name: "epoch", ID: 1, Created: time.Unix(0, 0).UTC()},
 		{Name: "zero"},
+		{Name: "rules", Lifecycle: []LifecycleRule{
+			{ID: "all", Enabled: true, NoncurrentDays: 30, NewerNoncurrentVersions: 3, ExpiredObjectDeleteMarker: true},
+			{ID: "logs", Prefix: "logs/\x00ünï", ExpirationDays: math.MaxInt32, AbortIncompleteUploadDays: 7},
+		}},
 	} {
 		data, err := MarshalBucket(b)
 		if err != nil {
@@ -98,7 +102,7 @@ func TestBucketRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("unmarshal %+v: %v", b, err)
 		}
-		if got != b {
+		if !reflect.DeepEqual(got, b) {
 			t.Errorf("round trip: got %+v, want %+v", got, b)
 		}
 	}

@@ -41,6 +41,7 @@ type Store interface {
 
 	Uploads
 	AccessKeys
+	Leases
 
 	Close() error
 }

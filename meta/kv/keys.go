@@ -22,6 +22,7 @@ import (
 //	U bid key upload       → MarshalUpload: (key, upload id) order, as S3 lists them
 //	P bid key upload n     → MarshalPart: n is the part number, 4 bytes big-endian
 //	A id                   → MarshalAccessKey
+//	L name                 → MarshalLease: named leases (the collector's)
 //
 // Parts are entries of their own, not fields of the upload record, so
 // uploading a part writes only that part, whatever the upload holds.
@@ -33,6 +34,7 @@ const (
 	spaceUpload    byte = 'U'
 	spacePart      byte = 'P'
 	spaceAccessKey byte = 'A'
+	spaceLease     byte = 'L'
 )
 
 const idLen = len(meta.VersionID{})

@@ -28,9 +28,10 @@ type Bucket struct {
 	// Unset for the zero time, so that the epoch itself survives a round trip.
 	CreatedUnixNanos *int64 `protobuf:"varint,3,opt,name=created_unix_nanos,json=createdUnixNanos,proto3,oneof" json:"created_unix_nanos,omitempty"`
 	// meta.Versioning: 0 unversioned, 1 enabled, 2 suspended.
-	Versioning    uint32 `protobuf:"varint,4,opt,name=versioning,proto3" json:"versioning,omitempty"`
-	Owner         string `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
-	Shards        uint32 `protobuf:"varint,6,opt,name=shards,proto3" json:"shards,omitempty"`
+	Versioning    uint32           `protobuf:"varint,4,opt,name=versioning,proto3" json:"versioning,omitempty"`
+	Owner         string           `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	Shards        uint32           `protobuf:"varint,6,opt,name=shards,proto3" json:"shards,omitempty"`
+	Lifecycle     []*LifecycleRule `protobuf:"bytes,7,rep,name=lifecycle,proto3" json:"lifecycle,omitempty"` // in the order they were given
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -107,6 +108,115 @@ func (x *Bucket) GetShards() uint32 {
 	return 0
 }
 
+func (x *Bucket) GetLifecycle() []*LifecycleRule {
+	if x != nil {
+		return x.Lifecycle
+	}
+	return nil
+}
+
+// One rule of a bucket's lifecycle configuration (meta.LifecycleRule). A
+// day count of 0 means the action is absent.
+type LifecycleRule struct {
+	state                     protoimpl.MessageState `protogen:"open.v1"`
+	Id                        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Prefix                    string                 `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Enabled                   bool                   `protobuf:"varint,3,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	ExpirationDays            uint32                 `protobuf:"varint,4,opt,name=expiration_days,json=expirationDays,proto3" json:"expiration_days,omitempty"`
+	ExpiredObjectDeleteMarker bool                   `protobuf:"varint,5,opt,name=expired_object_delete_marker,json=expiredObjectDeleteMarker,proto3" json:"expired_object_delete_marker,omitempty"`
+	NoncurrentDays            uint32                 `protobuf:"varint,6,opt,name=noncurrent_days,json=noncurrentDays,proto3" json:"noncurrent_days,omitempty"`
+	NewerNoncurrentVersions   uint32                 `protobuf:"varint,7,opt,name=newer_noncurrent_versions,json=newerNoncurrentVersions,proto3" json:"newer_noncurrent_versions,omitempty"`
+	AbortIncompleteUploadDays uint32                 `protobuf:"varint,8,opt,name=abort_incomplete_upload_days,json=abortIncompleteUploadDays,proto3" json:"abort_incomplete_upload_days,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *LifecycleRule) Reset() {
+	*x = LifecycleRule{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LifecycleRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LifecycleRule) ProtoMessage() {}
+
+func (x *LifecycleRule) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LifecycleRule.ProtoReflect.Descriptor instead.
+func (*LifecycleRule) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LifecycleRule) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *LifecycleRule) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *LifecycleRule) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *LifecycleRule) GetExpirationDays() uint32 {
+	if x != nil {
+		return x.ExpirationDays
+	}
+	return 0
+}
+
+func (x *LifecycleRule) GetExpiredObjectDeleteMarker() bool {
+	if x != nil {
+		return x.ExpiredObjectDeleteMarker
+	}
+	return false
+}
+
+func (x *LifecycleRule) GetNoncurrentDays() uint32 {
+	if x != nil {
+		return x.NoncurrentDays
+	}
+	return 0
+}
+
+func (x *LifecycleRule) GetNewerNoncurrentVersions() uint32 {
+	if x != nil {
+		return x.NewerNoncurrentVersions
+	}
+	return 0
+}
+
+func (x *LifecycleRule) GetAbortIncompleteUploadDays() uint32 {
+	if x != nil {
+		return x.AbortIncompleteUploadDays
+	}
+	return 0
+}
+
 type Version struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -128,7 +238,7 @@ type Version struct {
 
 func (x *Version) Reset() {
 	*x = Version{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[1]
+	mi := &file_meta_metapb_meta_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -140,7 +250,7 @@ func (x *Version) String() string {
 func (*Version) ProtoMessage() {}
 
 func (x *Version) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[1]
+	mi := &file_meta_metapb_meta_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -153,7 +263,7 @@ func (x *Version) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Version.ProtoReflect.Descriptor instead.
 func (*Version) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{1}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Version) GetKey() string {
@@ -261,7 +371,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[2]
+	mi := &file_meta_metapb_meta_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -273,7 +383,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[2]
+	mi := &file_meta_metapb_meta_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -286,7 +396,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{2}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Content) GetType() []byte {
@@ -344,7 +454,7 @@ type Posix struct {
 
 func (x *Posix) Reset() {
 	*x = Posix{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[3]
+	mi := &file_meta_metapb_meta_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -356,7 +466,7 @@ func (x *Posix) String() string {
 func (*Posix) ProtoMessage() {}
 
 func (x *Posix) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[3]
+	mi := &file_meta_metapb_meta_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -369,7 +479,7 @@ func (x *Posix) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Posix.ProtoReflect.Descriptor instead.
 func (*Posix) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{3}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Posix) GetMode() uint32 {
@@ -425,7 +535,7 @@ type Upload struct {
 
 func (x *Upload) Reset() {
 	*x = Upload{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[4]
+	mi := &file_meta_metapb_meta_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -437,7 +547,7 @@ func (x *Upload) String() string {
 func (*Upload) ProtoMessage() {}
 
 func (x *Upload) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[4]
+	mi := &file_meta_metapb_meta_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -450,7 +560,7 @@ func (x *Upload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Upload.ProtoReflect.Descriptor instead.
 func (*Upload) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{4}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Upload) GetKey() string {
@@ -517,7 +627,7 @@ type Part struct {
 
 func (x *Part) Reset() {
 	*x = Part{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[5]
+	mi := &file_meta_metapb_meta_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -529,7 +639,7 @@ func (x *Part) String() string {
 func (*Part) ProtoMessage() {}
 
 func (x *Part) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[5]
+	mi := &file_meta_metapb_meta_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -542,7 +652,7 @@ func (x *Part) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Part.ProtoReflect.Descriptor instead.
 func (*Part) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{5}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Part) GetNumber() int32 {
@@ -601,7 +711,7 @@ type AccessKey struct {
 
 func (x *AccessKey) Reset() {
 	*x = AccessKey{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[6]
+	mi := &file_meta_metapb_meta_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +723,7 @@ func (x *AccessKey) String() string {
 func (*AccessKey) ProtoMessage() {}
 
 func (x *AccessKey) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[6]
+	mi := &file_meta_metapb_meta_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +736,7 @@ func (x *AccessKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccessKey.ProtoReflect.Descriptor instead.
 func (*AccessKey) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{6}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AccessKey) GetId() string {
@@ -664,11 +774,72 @@ func (x *AccessKey) GetRoot() bool {
 	return false
 }
 
+// A lease (meta.Lease): who holds the named lock, and until when.
+type Lease struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Holder           string                 `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
+	ExpiresUnixNanos *int64                 `protobuf:"varint,3,opt,name=expires_unix_nanos,json=expiresUnixNanos,proto3,oneof" json:"expires_unix_nanos,omitempty"` // unset for the zero time
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Lease) Reset() {
+	*x = Lease{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Lease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Lease) ProtoMessage() {}
+
+func (x *Lease) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Lease.ProtoReflect.Descriptor instead.
+func (*Lease) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Lease) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Lease) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *Lease) GetExpiresUnixNanos() int64 {
+	if x != nil && x.ExpiresUnixNanos != nil {
+		return *x.ExpiresUnixNanos
+	}
+	return 0
+}
+
 var File_meta_metapb_meta_proto protoreflect.FileDescriptor
 
 const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x16meta/metapb/meta.proto\x12\rstratafs.meta\"\xc4\x01\n" +
+	"\x16meta/metapb/meta.proto\x12\rstratafs.meta\"\x80\x02\n" +
 	"\x06Bucket\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x06R\x02id\x121\n" +
@@ -677,8 +848,18 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"versioning\x18\x04 \x01(\rR\n" +
 	"versioning\x12\x14\n" +
 	"\x05owner\x18\x05 \x01(\tR\x05owner\x12\x16\n" +
-	"\x06shards\x18\x06 \x01(\rR\x06shardsB\x15\n" +
-	"\x13_created_unix_nanos\"\xc4\x04\n" +
+	"\x06shards\x18\x06 \x01(\rR\x06shards\x12:\n" +
+	"\tlifecycle\x18\a \x03(\v2\x1c.stratafs.meta.LifecycleRuleR\tlifecycleB\x15\n" +
+	"\x13_created_unix_nanos\"\xe1\x02\n" +
+	"\rLifecycleRule\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x18\n" +
+	"\aenabled\x18\x03 \x01(\bR\aenabled\x12'\n" +
+	"\x0fexpiration_days\x18\x04 \x01(\rR\x0eexpirationDays\x12?\n" +
+	"\x1cexpired_object_delete_marker\x18\x05 \x01(\bR\x19expiredObjectDeleteMarker\x12'\n" +
+	"\x0fnoncurrent_days\x18\x06 \x01(\rR\x0enoncurrentDays\x12:\n" +
+	"\x19newer_noncurrent_versions\x18\a \x01(\rR\x17newerNoncurrentVersions\x12?\n" +
+	"\x1cabort_incomplete_upload_days\x18\b \x01(\rR\x19abortIncompleteUploadDays\"\xc4\x04\n" +
 	"\aVersion\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\fR\x02id\x12\x12\n" +
@@ -740,7 +921,12 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x121\n" +
 	"\x12created_unix_nanos\x18\x04 \x01(\x03H\x00R\x10createdUnixNanos\x88\x01\x01\x12\x12\n" +
 	"\x04root\x18\x05 \x01(\bR\x04rootB\x15\n" +
-	"\x13_created_unix_nanosB*Z(github.com/stratafs/stratafs/meta/metapbb\x06proto3"
+	"\x13_created_unix_nanos\"}\n" +
+	"\x05Lease\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06holder\x18\x02 \x01(\tR\x06holder\x121\n" +
+	"\x12expires_unix_nanos\x18\x03 \x01(\x03H\x00R\x10expiresUnixNanos\x88\x01\x01B\x15\n" +
+	"\x13_expires_unix_nanosB*Z(github.com/stratafs/stratafs/meta/metapbb\x06proto3"
 
 var (
 	file_meta_metapb_meta_proto_rawDescOnce sync.Once
@@ -754,31 +940,34 @@ func file_meta_metapb_meta_proto_rawDescGZIP() []byte {
 	return file_meta_metapb_meta_proto_rawDescData
 }
 
-var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_meta_metapb_meta_proto_goTypes = []any{
-	(*Bucket)(nil),    // 0: stratafs.meta.Bucket
-	(*Version)(nil),   // 1: stratafs.meta.Version
-	(*Content)(nil),   // 2: stratafs.meta.Content
-	(*Posix)(nil),     // 3: stratafs.meta.Posix
-	(*Upload)(nil),    // 4: stratafs.meta.Upload
-	(*Part)(nil),      // 5: stratafs.meta.Part
-	(*AccessKey)(nil), // 6: stratafs.meta.AccessKey
-	nil,               // 7: stratafs.meta.Version.UserMetaEntry
-	nil,               // 8: stratafs.meta.Version.ChecksumsEntry
-	nil,               // 9: stratafs.meta.Part.ChecksumsEntry
+	(*Bucket)(nil),        // 0: stratafs.meta.Bucket
+	(*LifecycleRule)(nil), // 1: stratafs.meta.LifecycleRule
+	(*Version)(nil),       // 2: stratafs.meta.Version
+	(*Content)(nil),       // 3: stratafs.meta.Content
+	(*Posix)(nil),         // 4: stratafs.meta.Posix
+	(*Upload)(nil),        // 5: stratafs.meta.Upload
+	(*Part)(nil),          // 6: stratafs.meta.Part
+	(*AccessKey)(nil),     // 7: stratafs.meta.AccessKey
+	(*Lease)(nil),         // 8: stratafs.meta.Lease
+	nil,                   // 9: stratafs.meta.Version.UserMetaEntry
+	nil,                   // 10: stratafs.meta.Version.ChecksumsEntry
+	nil,                   // 11: stratafs.meta.Part.ChecksumsEntry
 }
 var file_meta_metapb_meta_proto_depIdxs = []int32{
-	2, // 0: stratafs.meta.Version.content:type_name -> stratafs.meta.Content
-	7, // 1: stratafs.meta.Version.user_meta:type_name -> stratafs.meta.Version.UserMetaEntry
-	3, // 2: stratafs.meta.Version.posix:type_name -> stratafs.meta.Posix
-	8, // 3: stratafs.meta.Version.checksums:type_name -> stratafs.meta.Version.ChecksumsEntry
-	1, // 4: stratafs.meta.Upload.template:type_name -> stratafs.meta.Version
-	9, // 5: stratafs.meta.Part.checksums:type_name -> stratafs.meta.Part.ChecksumsEntry
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	1,  // 0: stratafs.meta.Bucket.lifecycle:type_name -> stratafs.meta.LifecycleRule
+	3,  // 1: stratafs.meta.Version.content:type_name -> stratafs.meta.Content
+	9,  // 2: stratafs.meta.Version.user_meta:type_name -> stratafs.meta.Version.UserMetaEntry
+	4,  // 3: stratafs.meta.Version.posix:type_name -> stratafs.meta.Posix
+	10, // 4: stratafs.meta.Version.checksums:type_name -> stratafs.meta.Version.ChecksumsEntry
+	2,  // 5: stratafs.meta.Upload.template:type_name -> stratafs.meta.Version
+	11, // 6: stratafs.meta.Part.checksums:type_name -> stratafs.meta.Part.ChecksumsEntry
+	7,  // [7:7] is the sub-list for method output_type
+	7,  // [7:7] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_meta_metapb_meta_proto_init() }
@@ -787,17 +976,18 @@ func file_meta_metapb_meta_proto_init() {
 		return
 	}
 	file_meta_metapb_meta_proto_msgTypes[0].OneofWrappers = []any{}
-	file_meta_metapb_meta_proto_msgTypes[3].OneofWrappers = []any{}
 	file_meta_metapb_meta_proto_msgTypes[4].OneofWrappers = []any{}
 	file_meta_metapb_meta_proto_msgTypes[5].OneofWrappers = []any{}
 	file_meta_metapb_meta_proto_msgTypes[6].OneofWrappers = []any{}
+	file_meta_metapb_meta_proto_msgTypes[7].OneofWrappers = []any{}
+	file_meta_metapb_meta_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_metapb_meta_proto_rawDesc), len(file_meta_metapb_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

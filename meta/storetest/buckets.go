@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +13,8 @@ import (
 // sameBucket reports whether two bucket records are equal in every field.
 func sameBucket(a, b meta.Bucket) bool {
 	return a.Name == b.Name && a.ID == b.ID && a.Created.Equal(b.Created) &&
-		a.Versioning == b.Versioning && a.Owner == b.Owner && a.Shards == b.Shards
+		a.Versioning == b.Versioning && a.Owner == b.Owner && a.Shards == b.Shards &&
+		slices.Equal(a.Lifecycle, b.Lifecycle)
 }
 
 // expectBuckets checks Buckets and Bucket of each name against want,

@@ -48,6 +48,7 @@ var cases = []struct {
 	{"Buckets/Recreate", testBucketsRecreate},
 	{"Buckets/Isolation", testBucketsIsolation},
 	{"Buckets/DeleteUploads", testBucketsDeleteUploads},
+	{"Buckets/Lifecycle", testBucketsLifecycle},
 	{"Semantics", testSemantics},
 	{"RoundTrip", testRoundTrip},
 	{"Check", testCheck},
@@ -80,6 +81,9 @@ var cases = []struct {
 	{"Uploads/List", testUploadsList},
 	{"Uploads/Delete", testUploadsDelete},
 	{"AccessKeys", testAccessKeys},
+	{"Leases/Acquire", testLeasesAcquire},
+	{"Leases/Release", testLeasesRelease},
+	{"Leases/Race", testLeasesRace},
 }
 
 // A subcase runs on a fixture shared with the other subcases of its case.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,7 +58,7 @@ func TestReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if got, err := s.Bucket(ctx, b.Name); err != nil || got != b {
+	if got, err := s.Bucket(ctx, b.Name); err != nil || !reflect.DeepEqual(got, b) {
 		t.Fatalf("bucket after reopen = %+v, %v; want %+v", got, err, b)
 	}
 	got, err := meta.Latest(ctx, s, b, v.Key)
