@@ -94,7 +94,8 @@ func (s *Service) putPart(ctx context.Context, b meta.Bucket, u *meta.Upload, p 
 		return err
 	}
 	p.Manifest = man
-	return s.meta.PutPart(ctx, b, u.Key, u.ID, p)
+	refs := func() ([]data.ChunkID, error) { return m.ChunkIDs(), nil }
+	return s.guarded(ctx, refs, func() error { return s.meta.PutPart(ctx, b, u.Key, u.ID, p) })
 }
 
 // CopyPart records bytes [off, off+n) of a source version (n < 0: all of

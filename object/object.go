@@ -33,6 +33,7 @@ type Service struct {
 	data     data.Store
 	opts     Options
 	watchers watchers
+	guards   guards
 }
 
 // New returns a Service over a meta store and a chunk store. It takes
@@ -196,10 +197,12 @@ func (s *Service) commit(ctx context.Context, b meta.Bucket, v *meta.Version, ch
 	return s.apply(ctx, b, append([]meta.Mutation{m}, also...)...)
 }
 
-// apply is the one place the core commits: it writes the mutations and
-// then tells the watchers which keys changed.
+// apply is the one place the core commits: it shows the chunks the new
+// rows reference to the collector's guard, writes the mutations and then
+// tells the watchers which keys changed.
 func (s *Service) apply(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) error {
-	if err := s.meta.Commit(ctx, b, ms...); err != nil {
+	refs := func() ([]data.ChunkID, error) { return rowChunks(ms) }
+	if err := s.guarded(ctx, refs, func() error { return s.meta.Commit(ctx, b, ms...) }); err != nil {
 		return err
 	}
 	s.notify(b.Name, ms)
