@@ -219,7 +219,7 @@ func (s *Service) completeUpload(ctx context.Context, bucket, key, uploadID stri
 	if u.State == meta.Completed {
 		return s.meta.Get(ctx, b, key, u.Version)
 	}
-	v, unused, err := s.assemble(ctx, b, u, parts)
+	v, err := s.assemble(ctx, b, u, parts)
 	if err != nil {
 		// Let the client fix its list and try again (best effort: a
 		// Complete left Completing resumes with the same version id).
@@ -242,9 +242,6 @@ func (s *Service) completeUpload(ctx context.Context, bucket, key, uploadID stri
 		}
 		return nil, err
 	}
-	for _, m := range unused {
-		s.discard(m)
-	}
 	return v, nil
 }
 
@@ -266,13 +263,14 @@ func checkOrder(parts []CompletedPart) error {
 }
 
 // assemble builds the completed version from the stored parts the request
-// lists, and returns the manifests of stored parts it left out.
-func (s *Service) assemble(ctx context.Context, b meta.Bucket, u *meta.Upload, want []CompletedPart) (*meta.Version, []*data.Manifest, error) {
+// lists. The chunks of parts it leaves out are left to the collector, as
+// in AbortUpload.
+func (s *Service) assemble(ctx context.Context, b meta.Bucket, u *meta.Upload, want []CompletedPart) (*meta.Version, error) {
 	stored := map[int32]*meta.Part{}
 	for after := int32(0); ; {
 		page, err := s.meta.Parts(ctx, b, u.Key, u.ID, after, 1000)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		for _, p := range page {
 			stored[p.Number] = p
@@ -287,49 +285,41 @@ func (s *Service) assemble(ctx context.Context, b meta.Bucket, u *meta.Upload, w
 	for i, w := range want {
 		p, ok := stored[w.Number]
 		if !ok || p.ETag != w.ETag {
-			return nil, nil, fmt.Errorf("part %d (ETag %q): %w", w.Number, w.ETag, meta.ErrInvalidPart)
+			return nil, fmt.Errorf("part %d (ETag %q): %w", w.Number, w.ETag, meta.ErrInvalidPart)
 		}
 		if i < len(want)-1 && p.Size < MinPartSize {
-			return nil, nil, fmt.Errorf("part %d is %d bytes: %w", w.Number, p.Size, meta.ErrEntityTooSmall)
+			return nil, fmt.Errorf("part %d is %d bytes: %w", w.Number, p.Size, meta.ErrEntityTooSmall)
 		}
 		m, err := data.DecodeManifest(p.Manifest)
 		if err != nil {
-			return nil, nil, fmt.Errorf("part %d: %w", w.Number, err)
+			return nil, fmt.Errorf("part %d: %w", w.Number, err)
 		}
 		raw, _ := hex.DecodeString(p.ETag)
 		sums.Write(raw)
 		mans = append(mans, m)
-		delete(stored, w.Number)
 	}
 	whole, err := data.Concat(mans...)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	man, err := data.EncodeManifest(whole)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	v := *u.Template
 	v.Key, v.ID, v.Size, v.Manifest = u.Key, u.Version, whole.GetSize(), man
 	v.ETag = fmt.Sprintf("%x-%d", sums.Sum(nil), len(want))
-	var unused []*data.Manifest
-	for _, p := range stored {
-		if m, err := data.DecodeManifest(p.Manifest); err == nil {
-			unused = append(unused, m)
-		}
-	}
-	return &v, unused, nil
+	return &v, nil
 }
 
-// AbortUpload removes an upload and its parts and deletes their chunks.
+// AbortUpload removes an upload and its parts. Their chunks are left to
+// the collector (package gc): a part made by CopyPart shares its chunks
+// with the source version, so deleting them here would destroy that
+// version's bytes.
 func (s *Service) AbortUpload(ctx context.Context, bucket, key, uploadID string) error {
 	b, u, err := s.openUpload(ctx, bucket, key, uploadID)
 	if err == nil && u.State != meta.Uploading {
 		err = meta.ErrNoSuchUpload
-	}
-	var mans []*data.Manifest
-	if err == nil {
-		mans, err = s.partManifests(ctx, b, u)
 	}
 	if err == nil {
 		err = s.meta.DeleteUpload(ctx, b, key, uploadID)
@@ -337,29 +327,7 @@ func (s *Service) AbortUpload(ctx context.Context, bucket, key, uploadID string)
 	if err != nil {
 		return fmt.Errorf("abort upload %s of %s/%s: %w", uploadID, bucket, key, err)
 	}
-	for _, m := range mans {
-		s.discard(m)
-	}
 	return nil
-}
-
-func (s *Service) partManifests(ctx context.Context, b meta.Bucket, u *meta.Upload) ([]*data.Manifest, error) {
-	var mans []*data.Manifest
-	for after := int32(0); ; {
-		page, err := s.meta.Parts(ctx, b, u.Key, u.ID, after, 1000)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range page {
-			if m, err := data.DecodeManifest(p.Manifest); err == nil {
-				mans = append(mans, m)
-			}
-			after = p.Number
-		}
-		if len(page) < 1000 {
-			return mans, nil
-		}
-	}
 }
 
 // Upload returns an upload in progress (ListParts needs its attributes).
