@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/stratafs/stratafs/data/local"
+	"github.com/stratafs/stratafs/fs"
+	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/meta/kv/bolt"
+	"github.com/stratafs/stratafs/object"
+)
+
+// The FUSE figures run the same workloads, in the same run and on the
+// same disk, on three trees: a stratafs mount; a go-fuse passthrough
+// (loopback) mount, the floor no FUSE file system gets below, mounted
+// with the options stratafs uses so that the ratio compares the file
+// systems and not their options; and the bare disk, for scale. Every
+// workload runs on each tree in turn before the next one starts.
+
+// fuseTimeout is the entry and attribute timeout of both mounts, the
+// default of `stratafs mount`.
+const fuseTimeout = time.Second
+
+// A fuseTree is where one column of the FUSE figures runs.
+type fuseTree struct {
+	name string
+	dir  string
+	// forget makes the kernel forget what it cached about the tree (its
+	// names, attributes and pages) by mounting it again; nil for the
+	// disk, which has no such cache of its own.
+	forget func()
+	close  func()
+}
+
+// fuseFigures prints the FUSE figures; scratch is on the disk measured.
+func fuseFigures(w *tabwriter.Writer, scratch string) {
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		fmt.Fprintf(w, "fuse\tskipped: /dev/fuse is missing (%v)\t\t\t\n", err)
+		return
+	}
+	files, big := 3000, int64(1<<30)
+	if *quick {
+		files, big = 500, 64<<20
+	}
+	trees := []*fuseTree{stratafsTree(scratch), loopbackTree(scratch), diskTree(scratch)}
+	defer func() {
+		for _, t := range trees {
+			t.close()
+		}
+	}()
+	forget := func() {
+		for _, t := range trees {
+			if t.forget != nil {
+				t.forget()
+			}
+		}
+	}
+	// each runs a workload on every tree, prints one row per tree and the
+	// ratio of stratafs to the loopback floor.
+	each := func(fig, unit, target string, run func(t *fuseTree) float64) {
+		got := make([]float64, len(trees))
+		for i, t := range trees {
+			// What the previous run left dirty is written back now, not
+			// during this one.
+			syscall.Sync()
+			got[i] = run(t)
+			fmt.Fprintf(w, "fuse:%s\t%s\t%.0f\t%s\t\n", t.name, fig, got[i], unit)
+		}
+		fmt.Fprintf(w, "fuse\t%s: stratafs ÷ loopback (target %s)\t%.2f\t×\t\n", fig, target, got[0]/got[1])
+	}
+	block := make([]byte, 4096)
+	_, err := rand.Read(block)
+	check(err)
+	threads := []int{1, 4}
+	dirOf := func(t *fuseTree, threads int) string { return filepath.Join(t.dir, fmt.Sprintf("t%d", threads)) }
+	name := func(t *fuseTree, threads int, prefix string, i int) string {
+		return filepath.Join(dirOf(t, threads), fmt.Sprintf("%s%06d", prefix, i))
+	}
+
+	for _, n := range threads {
+		each(fmt.Sprintf("create (open-write 4 KiB-close), %d thread(s)", n), "files/s", "≥ 0.90", func(t *fuseTree) float64 {
+			check(os.Mkdir(dirOf(t, n), 0o755))
+			return rate(files, n, func(i int) { check(os.WriteFile(name(t, n, "f", i), block, 0o644)) })
+		})
+	}
+	// Each stat below is the first the kernel sees of its name.
+	forget()
+	for _, n := range threads {
+		each(fmt.Sprintf("stat, %d thread(s)", n), "stats/s", "≥ 1", func(t *fuseTree) float64 {
+			return rate(files, n, func(i int) {
+				_, err := os.Lstat(name(t, n, "f", i))
+				check(err)
+			})
+		})
+	}
+	for _, n := range threads {
+		each(fmt.Sprintf("readdir, %d thread(s)", n), "entries/s", "≥ 1", func(t *fuseTree) float64 {
+			return float64(files) * rate(4*n, n, func(int) {
+				ents, err := os.ReadDir(dirOf(t, 1))
+				check(err)
+				if len(ents) != files {
+					check(fmt.Errorf("%s: readdir found %d entries, want %d", t.name, len(ents), files))
+				}
+			})
+		})
+	}
+	for _, n := range threads {
+		each(fmt.Sprintf("rename, %d thread(s)", n), "renames/s", "≥ 0.90", func(t *fuseTree) float64 {
+			return rate(files, n, func(i int) { check(os.Rename(name(t, n, "f", i), name(t, n, "g", i))) })
+		})
+	}
+	for _, n := range threads {
+		each(fmt.Sprintf("unlink, %d thread(s)", n), "unlinks/s", "≥ 0.90", func(t *fuseTree) float64 {
+			return rate(files, n, func(i int) { check(os.Remove(name(t, n, "g", i))) })
+		})
+	}
+
+	mib := float64(big) / (1 << 20)
+	each(fmt.Sprintf("sequential write of %.0f MiB + fsync", mib), "MiB/s", "≥ 0.80", func(t *fuseTree) float64 {
+		start := time.Now()
+		writeSeq(filepath.Join(t.dir, "big"), big)
+		return mib / time.Since(start).Seconds()
+	})
+	forget() // the reads below come through the file system, not the kernel's cache of it
+	each(fmt.Sprintf("sequential read of %.0f MiB", mib), "MiB/s", "≥ 0.80", func(t *fuseTree) float64 {
+		start := time.Now()
+		readSeq(filepath.Join(t.dir, "big"), big)
+		return mib / time.Since(start).Seconds()
+	})
+}
+
+// seqBlock is the size of each write and read of the sequential figures.
+const seqBlock = 1 << 20
+
+// writeSeq writes size bytes to a new file at p in seqBlock writes and
+// fsyncs it: every tree ends with the bytes on disk.
+func writeSeq(p string, size int64) {
+	f, err := os.Create(p)
+	check(err)
+	buf := make([]byte, seqBlock)
+	_, err = rand.Read(buf)
+	check(err)
+	for off := int64(0); off < size; off += seqBlock {
+		_, err := f.Write(buf[:min(seqBlock, size-off)])
+		check(err)
+	}
+	check(f.Sync())
+	check(f.Close())
+}
+
+// readSeq reads the file at p to its end in seqBlock reads.
+func readSeq(p string, size int64) {
+	f, err := os.Open(p)
+	check(err)
+	defer f.Close()
+	n, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{f}, make([]byte, seqBlock))
+	check(err)
+	if n != size {
+		check(fmt.Errorf("read %d bytes of %s, want %d", n, p, size))
+	}
+}
+
+// stratafsTree mounts a versioned bucket over the embedded default stores
+// (bolt and local chunks) under scratch, as `stratafs mount` does.
+func stratafsTree(scratch string) *fuseTree {
+	ctx := context.Background()
+	data := filepath.Join(scratch, "stratafs")
+	ms, err := bolt.Open(data + ".db")
+	check(err)
+	chunks, err := local.Open(data)
+	check(err)
+	svc := object.New(ms, chunks, object.Options{})
+	_, err = svc.CreateBucket(ctx, "bench", "")
+	check(err)
+	_, err = svc.SetVersioning(ctx, "bench", meta.Enabled)
+	check(err)
+	t := &fuseTree{name: "stratafs", dir: filepath.Join(scratch, "mnt-stratafs")}
+	check(os.Mkdir(t.dir, 0o755))
+	mount := func() *fs.MountPoint {
+		m, err := fs.Mount(ctx, svc, "bench", t.dir, fs.Options{
+			StagingDir:   filepath.Join(data, "staging"),
+			UID:          uint32(os.Getuid()),
+			GID:          uint32(os.Getgid()),
+			Umask:        0o022,
+			EntryTimeout: fuseTimeout,
+			AttrTimeout:  fuseTimeout,
+		})
+		check(err)
+		return m
+	}
+	m := mount()
+	t.forget = func() {
+		check(m.Unmount())
+		m = mount()
+	}
+	t.close = func() {
+		check(m.Unmount())
+		check(chunks.Close())
+		check(ms.Close())
+	}
+	return t
+}
+
+// loopbackTree mounts a go-fuse passthrough of a directory under scratch.
+func loopbackTree(scratch string) *fuseTree {
+	src := filepath.Join(scratch, "loopback")
+	t := &fuseTree{name: "loopback", dir: filepath.Join(scratch, "mnt-loopback")}
+	check(os.Mkdir(src, 0o755))
+	check(os.Mkdir(t.dir, 0o755))
+	timeout := fuseTimeout
+	opts := &fusefs.Options{
+		MountOptions: fuse.MountOptions{
+			FsName:      "loopback:" + src,
+			Name:        "loopback",
+			Options:     []string{"default_permissions"},
+			DirectMount: os.Geteuid() == 0,
+			MaxWrite:    1 << 20,
+		},
+		EntryTimeout:    &timeout,
+		AttrTimeout:     &timeout,
+		NegativeTimeout: &timeout,
+		NullPermissions: true,
+	}
+	mount := func() *fuse.Server {
+		root, err := fusefs.NewLoopbackRoot(src)
+		check(err)
+		s, err := fusefs.Mount(t.dir, root, opts)
+		check(err)
+		return s
+	}
+	s := mount()
+	unmount := func() {
+		check(s.Unmount())
+		s.Wait()
+	}
+	t.forget = func() {
+		unmount()
+		s = mount()
+	}
+	t.close = unmount
+	return t
+}
+
+// diskTree is a plain directory under scratch.
+func diskTree(scratch string) *fuseTree {
+	t := &fuseTree{name: "disk", dir: filepath.Join(scratch, "disk"), close: func() {}}
+	check(os.Mkdir(t.dir, 0o755))
+	return t
+}
