@@ -31,9 +31,11 @@ type servedProcess struct {
 	stdout   []string
 }
 
-func startServe(t *testing.T, bin, dataDir string) *servedProcess {
+// startServe starts `stratafs serve` on dataDir with the flags given
+// after the listening address and the log level.
+func startServe(t *testing.T, bin, dataDir string, flags ...string) *servedProcess {
 	t.Helper()
-	cmd := exec.Command(bin, "--data-dir", dataDir, "serve", "--listen", "127.0.0.1:0", "--log-level", "warn")
+	cmd := exec.Command(bin, append([]string{"--data-dir", dataDir, "serve", "--listen", "127.0.0.1:0", "--log-level", "warn"}, flags...)...)
 	cmd.Env = append(os.Environ(), "STRATAFS_ACCESS_KEY=", "STRATAFS_SECRET_KEY=")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -217,4 +219,48 @@ func TestServeAccessKeys(t *testing.T) {
 	wantErr(t, cc.getErr("carols", "k", ""), 403, "InvalidAccessKeyId")
 	_, got := rc.get("carols", "k", "")
 	eq(t, "the root reads a removed key's bucket", string(got), "carol's")
+}
+
+// TestServeMetrics serves Prometheus metrics on a listener of their own:
+// requests by operation and status, with their latency.
+func TestServeMetrics(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	p := startServe(t, buildStratafs(t), t.TempDir(), "--metrics-listen", "127.0.0.1:0")
+	m := regexp.MustCompile(`metrics on (http://127\.0\.0\.1:\d+/metrics)`).FindStringSubmatch(strings.Join(p.stdout, "\n"))
+	if m == nil {
+		t.Fatalf("serve printed no metrics address: %q", p.stdout)
+	}
+	creds := exported(t, strings.Join(p.stdout, "\n"))
+	srv := &s3Server{url: p.endpoint, tr: &http.Transport{}}
+	eq(t, "CreateBucket", srv.send(t, srv.build(t, rawRequest{method: "PUT", path: "/measured", creds: creds})).status, 200)
+	for range 2 {
+		eq(t, "GET of a missing key", srv.send(t, srv.build(t, rawRequest{method: "GET", path: "/measured/k", creds: creds})).status, 404)
+	}
+	eq(t, "unsigned GET", srv.send(t, srv.build(t, rawRequest{method: "GET", path: "/measured/k", unsigned: true})).status, 403)
+
+	resp, err := http.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`stratafs_s3_requests_total{operation="CreateBucket",status="200"} 1`,
+		`stratafs_s3_requests_total{operation="GetObject",status="404"} 2`,
+		`stratafs_s3_requests_total{operation="GetObject",status="403"} 1`,
+		`stratafs_s3_request_duration_seconds_count{operation="GetObject",status="404"} 2`,
+		"process_resident_memory_bytes", "go_goroutines",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("metrics:\n%s", body)
+	}
 }

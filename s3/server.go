@@ -53,6 +53,8 @@ type Config struct {
 	// stay under MaxWrites × 3 × the chunk size (8 MiB by default).
 	// DefaultMaxWrites when 0 or less.
 	MaxWrites int
+	// Metrics, when set, count and time every request.
+	Metrics *Metrics
 }
 
 // DefaultMaxWrites is Config.MaxWrites' default: 16 × 3 × 8 MiB = 384 MiB
@@ -144,6 +146,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.log.LogAttrs(q.ctx, level, "s3", attrs...)
+	status := sw.status
+	if status == 0 { // nothing written: net/http sends 200
+		status = http.StatusOK
+	}
+	h.cfg.Metrics.observe(q.op, status, time.Since(start))
 	if errors.Is(err, errAborted) {
 		panic(http.ErrAbortHandler)
 	}

@@ -14,6 +14,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/stratafs/stratafs/s3"
 	"github.com/stratafs/stratafs/s3/sigv4"
 )
@@ -34,6 +38,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	tlsCert := fs.String("tls-cert", envOr("STRATAFS_TLS_CERT", ""), "serve HTTPS with this certificate file (env STRATAFS_TLS_CERT)")
 	tlsKey := fs.String("tls-key", envOr("STRATAFS_TLS_KEY", ""), "and this key file (env STRATAFS_TLS_KEY)")
 	logLevel := fs.String("log-level", envOr("STRATAFS_LOG_LEVEL", "info"), "debug, info, warn or error (env STRATAFS_LOG_LEVEL)")
+	metricsListen := fs.String("metrics-listen", envOr("STRATAFS_METRICS_LISTEN", ""),
+		"serve Prometheus metrics on this address at /metrics; off when empty (env STRATAFS_METRICS_LISTEN)")
 	maxWrites := fs.String("max-writes", envOr("STRATAFS_MAX_WRITES", strconv.Itoa(s3.DefaultMaxWrites)),
 		"request bodies stored at once; each holds up to 3 chunk buffers of 8 MiB (env STRATAFS_MAX_WRITES)")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -65,6 +71,15 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	var metrics *s3.Metrics
+	if *metricsListen != "" {
+		stop, m, err := serveMetrics(*metricsListen, e.stdout, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		metrics = m
+	}
 	h := s3.New(svc, s3.Config{
 		Region:        *region,
 		Domains:       splitList(*domains),
@@ -72,6 +87,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		RootAccessKey: creds.AccessKey,
 		Logger:        logger,
 		MaxWrites:     writes,
+		Metrics:       metrics,
 	})
 	srv := &http.Server{
 		Handler:           h,
@@ -111,6 +127,33 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// serveMetrics serves the S3 endpoint's metrics, with the Go runtime's
+// and the process's, at http://addr/metrics, on a listener of its own so
+// that the S3 address exposes nothing unauthenticated. stop closes it.
+func serveMetrics(addr string, stdout io.Writer, logger *slog.Logger) (stop func(), m *s3.Metrics, err error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m = s3.NewMetrics(reg)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("metrics server stopped", "err", err)
+		}
+	}()
+	fmt.Fprintf(stdout, "stratafs: metrics on http://%s/metrics\n", displayAddr(ln.Addr()))
+	return func() { srv.Close() }, m, nil
 }
 
 // credentialSource says where the root key came from.
