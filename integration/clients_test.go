@@ -62,9 +62,13 @@ func TestClients(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Run("aws", f.awsCLI)
-	t.Run("s3cmd", f.s3cmd)
-	t.Run("rclone", f.rclone)
+	// The clients use buckets of their own, side by side.
+	for name, run := range map[string]func(*testing.T){"aws": f.awsCLI, "s3cmd": f.s3cmd, "rclone": f.rclone} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			run(t)
+		})
+	}
 }
 
 // writeRandomFile writes n seeded random bytes to path.

@@ -22,8 +22,8 @@ import (
 )
 
 // memoryUploadEnv sets the size of TestServeMultipartMemory's upload in
-// MiB (default 512, twice memoryBound, so that a server that held the
-// object in memory would fail); `STRATAFS_S3_MEMORY_MIB=1024 go test -run
+// MiB (default 384, more than memoryBound, so that a server that held
+// the object in memory would fail); `STRATAFS_S3_MEMORY_MIB=1024 go test -run
 // TestServeMultipartMemory ./integration` is the 1 GiB run.
 const memoryUploadEnv = "STRATAFS_S3_MEMORY_MIB"
 
@@ -80,9 +80,9 @@ func memoryPart(buf []byte, n int32) []byte {
 // to chunks, so its memory stays bounded whatever the object's size.
 func TestServeMultipartMemory(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the binary and uploads 512 MiB")
+		t.Skip("builds the binary and uploads 384 MiB")
 	}
-	mib := 512
+	mib := 384
 	if v := os.Getenv(memoryUploadEnv); v != "" {
 		var err error
 		if mib, err = strconv.Atoi(v); err != nil || mib < 8 {

@@ -251,12 +251,9 @@ func crc32b64(b []byte) string {
 	return base64.StdEncoding.EncodeToString(s[:])
 }
 
-func randomBytes(n int, seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, seed))
+func randomBytes(n int, seed byte) []byte {
 	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
+	rand.NewChaCha8([32]byte{seed}).Read(b)
 	return b
 }
 
