@@ -15,8 +15,8 @@ import (
 // queries holds the store's CQL, with the keyspace filled in.
 type queries struct {
 	bucket, buckets, createBucket, updateBucket, deleteBucket string
-	accessKey, accessKeys, createAccessKey, deleteAccessKey  string
-	lease, createLease, updateLease, deleteLease             string
+	accessKey, accessKeys, createAccessKey, deleteAccessKey   string
+	lease, createLease, updateLease, deleteLease              string
 
 	// objects: the head row (kind 0) and version rows (kind 1) of a key.
 	keyState, rows, nullID, scan, scanTo, anyRow          string

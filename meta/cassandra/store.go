@@ -154,7 +154,9 @@ func newCluster(hosts []string, o Options) *gocql.ClusterConfig {
 	// A node that comes back is used again within seconds, not a minute.
 	c.ReconnectInterval = 2 * time.Second
 	c.ReconnectionPolicy = &gocql.ConstantReconnectionPolicy{MaxRetries: 3, Interval: time.Second}
-	c.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
+	// Requests go to a replica of their partition, the same one each time:
+	// Paxos rounds on one partition from one coordinator contend less.
+	c.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy(), gocql.DoNotShuffleReplicas())
 	// Schema changes are waited for where they are made; the driver needs
 	// keyspace metadata only, for token-aware routing.
 	c.Metadata.CacheMode = gocql.KeyspaceOnly
