@@ -354,6 +354,8 @@ func TestS3MultipartBadRequests(t *testing.T) {
 			header: map[string]string{"Content-MD5": b64MD5([]byte("other"))}}, 400, "BadDigest"},
 		{"Complete If-None-Match other than *", rawRequest{method: "POST", path: upload, body: complete(part1),
 			header: map[string]string{"If-None-Match": `"abc"`}}, 501, "NotImplemented"},
+		{"Complete with a whole-object checksum", rawRequest{method: "POST", path: upload, body: complete(part1),
+			header: map[string]string{"x-amz-checksum-crc32": crc32b64([]byte("whole"))}}, 501, "NotImplemented"},
 		{"Complete unknown upload", rawRequest{method: "POST", path: "/badmp/k?uploadId=00000000000000000000000000000000", body: complete(part1)}, 404, "NoSuchUpload"},
 		{"Complete malformed upload id", rawRequest{method: "POST", path: "/badmp/k?uploadId=x", body: complete(part1)}, 404, "NoSuchUpload"},
 		{"Complete of another key's upload", rawRequest{method: "POST", path: "/badmp/other?uploadId=" + id, body: complete(part1)}, 404, "NoSuchUpload"},

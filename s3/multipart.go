@@ -225,6 +225,13 @@ type completeResult struct {
 // checks the list and the write condition, and answers a Complete
 // repeated after success with the version it made.
 func (h *Handler) completeUpload(w http.ResponseWriter, q *request) error {
+	// On a Complete these headers carry a sum of the whole object for the
+	// server to check, not of the request body.
+	for _, a := range checksumAlgs {
+		if _, ok := q.r.Header[http.CanonicalHeaderKey(a.header())]; ok {
+			return errNotImplemented.with("Checking the %s of the whole object on CompleteMultipartUpload is not implemented.", a.header())
+		}
+	}
 	check, err := writeCondition(q.r.Header)
 	if err != nil {
 		return err
