@@ -61,16 +61,38 @@ type WriteResult struct {
 // having deleted (best effort) the chunks it wrote.
 func Write(ctx context.Context, s Store, r io.Reader, o WriteOptions) (*WriteResult, error) {
 	o = o.withDefaults()
-	p := newPutter(ctx, s)
-	defer p.cancel(nil)
 	h := md5.New()
 	m := new(Manifest)
+	// Read a small body's bytes on their own first, so that it never takes
+	// a chunk buffer (and a slot of the caller's memory budget).
+	var head []byte
+	if o.InlineMax >= 0 {
+		head = make([]byte, o.InlineMax+1)
+		n, err := fill(r, head)
+		if err != nil && err != io.EOF {
+			return nil, fmt.Errorf("reading body: %w", err)
+		}
+		// A body of exactly InlineMax+1 bytes may end with this read too; it
+		// goes to a chunk, and the loop below reads the EOF again.
+		if head = head[:n]; err == io.EOF && n <= o.InlineMax {
+			h.Write(head)
+			m.Size, m.Inline = int64(n), head
+			w := &WriteResult{Manifest: m, Size: m.Size}
+			h.Sum(w.MD5[:0])
+			return w, nil
+		}
+	}
+	p := newPutter(ctx, s)
+	defer p.cancel(nil)
 	for {
 		buf, err := p.acquire(o.ChunkSize)
 		if err != nil {
 			return nil, p.fail(err)
 		}
-		n, err := fill(r, *buf)
+		k := copy(*buf, head)
+		head = nil
+		n, err := fill(r, (*buf)[k:])
+		n += k
 		last := err == io.EOF
 		if err != nil && !last {
 			p.release(buf)
@@ -79,9 +101,6 @@ func Write(ctx context.Context, s Store, r io.Reader, o WriteOptions) (*WriteRes
 		h.Write((*buf)[:n])
 		m.Size += int64(n)
 		switch {
-		case len(m.Chunks) == 0 && n <= o.InlineMax: // n < ChunkSize: the body ended
-			m.Inline = append([]byte(nil), (*buf)[:n]...)
-			p.release(buf)
 		case n > 0:
 			id := NewChunkID()
 			m.Chunks = append(m.Chunks, &Chunk{Id: id[:], Length: int64(n)})
