@@ -1,12 +1,19 @@
 package main
 
 import (
+	"os"
+
 	"github.com/stratafs/stratafs/backend"
 	"github.com/stratafs/stratafs/object"
 )
 
-// openService opens the embedded default under the data directory:
-// DIR/meta.db (the bolt meta store) and DIR/chunks (the chunk files).
+// openService opens the stores every command works on: by default the
+// embedded pair under the data directory (DIR/meta.db and DIR/chunks);
+// STRATAFS_META and STRATAFS_DATA name others by URL (backend.Config).
 func openService(dir string) (*object.Service, func() error, error) {
-	return backend.Open(backend.Config{Dir: dir}, object.Options{})
+	return backend.Open(backend.Config{
+		Dir:  dir,
+		Meta: os.Getenv("STRATAFS_META"),
+		Data: os.Getenv("STRATAFS_DATA"),
+	}, object.Options{})
 }
