@@ -52,9 +52,10 @@ func (f *fsys) newPOSIX(ctx context.Context, mode uint32) meta.POSIX {
 }
 
 // attrsOf returns the attributes a new version of v starts from, with
-// POSIX attributes always set.
-func (f *fsys) attrsOf(v *meta.Version) object.Attrs {
-	p := f.posix(v, false)
+// POSIX attributes always set: the defaults when v has none, as for a
+// directory when dir is set.
+func (f *fsys) attrsOf(v *meta.Version, dir bool) object.Attrs {
+	p := f.posix(v, dir)
 	a := object.Attrs{POSIX: &p}
 	if v != nil {
 		a.Content, a.UserMeta, a.StorageClass, a.Checksums = v.Content, v.UserMeta, v.StorageClass, v.Checksums

@@ -70,6 +70,13 @@ func (n *dirNode) childKey(name string) (string, syscall.Errno) {
 // operation of the live tree may touch.
 func (n *dirNode) virtual(name string) bool { return n.IsRoot() && name == versionsName }
 
+// attr fills out with the directory's last known attributes.
+func (n *dirNode) attr(out *fuse.Attr) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.fsys.dirAttr(n.marker, out)
+}
+
 // known records marker as the directory's and fills out with its
 // attributes.
 func (n *dirNode) known(marker *meta.Version, out *fuse.Attr) {
@@ -79,11 +86,13 @@ func (n *dirNode) known(marker *meta.Version, out *fuse.Attr) {
 	n.fsys.dirAttr(marker, out)
 }
 
-// Getattr reads the marker again. A directory whose keys are all gone
-// keeps its last attributes: it may be some process's working directory.
+// Getattr reads the marker again, unless a change of it is queued: then
+// the node knows it better than the store. A directory whose keys are all
+// gone keeps its last attributes: it may be some process's working
+// directory.
 func (n *dirNode) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	p, ok := n.path()
-	if ok && p != "" {
+	if ok && p != "" && !n.fsys.j.pendingKey(p+"/") {
 		st, err := n.fsys.svc.Stat(ctx, n.fsys.bucket, p)
 		if err != nil {
 			return n.fsys.errno("stat "+p, err)
@@ -93,9 +102,7 @@ func (n *dirNode) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.A
 			return 0
 		}
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.fsys.dirAttr(n.marker, &out.Attr)
+	n.attr(&out.Attr)
 	return 0
 }
 
@@ -105,22 +112,20 @@ func (n *dirNode) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.Se
 	if !changesPOSIX(in) {
 		return n.Getattr(ctx, fh, out)
 	}
-	errno := n.updateMarker(ctx, func(a *object.Attrs) error {
+	errno := n.updateMarker(ctx, "setattr", func(a *object.Attrs) error {
 		setPOSIX(a.POSIX, in)
 		return nil
 	})
 	if errno != 0 {
 		return errno
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.fsys.dirAttr(n.marker, &out.Attr)
+	n.attr(&out.Attr)
 	return 0
 }
 
-// updateMarker commits a new version of the directory's marker with fn
-// applied to its attributes.
-func (n *dirNode) updateMarker(ctx context.Context, fn func(*object.Attrs) error) syscall.Errno {
+// updateMarker queues a new version of the directory's marker with fn
+// applied to its attributes, creating the marker if there is none.
+func (n *dirNode) updateMarker(ctx context.Context, op string, fn func(*object.Attrs) error) syscall.Errno {
 	ctx = context.WithoutCancel(ctx)
 	key, errno := n.prefix()
 	switch {
@@ -129,17 +134,26 @@ func (n *dirNode) updateMarker(ctx context.Context, fn func(*object.Attrs) error
 	case key == "":
 		return syscall.EPERM
 	}
-	v, err := n.fsys.update(ctx, key, true, fn)
-	if errors.Is(err, meta.ErrNoSuchKey) {
-		p := n.fsys.posix(nil, true)
-		a := object.Attrs{POSIX: &p}
-		if err := fn(&a); err != nil {
-			return n.fsys.errno("setattr "+key, err)
-		}
-		v, err = n.fsys.create(ctx, key, a)
+	head, errno := n.markerHead(ctx, key)
+	if errno != 0 {
+		return errno
+	}
+	a := n.fsys.attrsOf(head, true)
+	if err := fn(&a); err != nil {
+		return n.fsys.errno(op+" "+key, err)
+	}
+	var v *meta.Version
+	var err error
+	if head == nil {
+		v, _, err = n.fsys.create(ctx, key, a, nil)
+	} else {
+		_, err = n.fsys.queue(ctx, nil, func(d *object.Service) (err error) {
+			v, err = d.ReplaceAttrs(ctx, n.fsys.bucket, head, a)
+			return err
+		})
 	}
 	if err != nil {
-		return n.fsys.errno("setattr "+key, err)
+		return n.fsys.errno(op+" "+key, err)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -147,23 +161,38 @@ func (n *dirNode) updateMarker(ctx context.Context, fn func(*object.Attrs) error
 	return 0
 }
 
+// markerHead returns the directory's marker, key: the node's own while a
+// change of it is queued, else the store's; nil when there is none.
+func (n *dirNode) markerHead(ctx context.Context, key string) (*meta.Version, syscall.Errno) {
+	if n.fsys.j.pendingKey(key) {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.marker, 0
+	}
+	v, err := n.fsys.svc.Head(ctx, n.fsys.bucket, key, "")
+	switch {
+	case meta.IsNotFound(err):
+		return nil, 0
+	case err != nil:
+		return nil, n.fsys.errno("stat "+key, err)
+	}
+	return v, 0
+}
+
 func (n *dirNode) userMeta(ctx context.Context) (map[string]string, syscall.Errno) {
 	key, errno := n.prefix()
 	if errno != 0 || key == "" {
 		return nil, errno
 	}
-	v, err := n.fsys.svc.Head(ctx, n.fsys.bucket, key, "")
-	switch {
-	case errors.Is(err, meta.ErrNoSuchKey):
-		return nil, 0
-	case err != nil:
-		return nil, n.fsys.errno("getxattr "+key, err)
+	v, errno := n.markerHead(ctx, key)
+	if v == nil {
+		return nil, errno
 	}
 	return v.UserMeta, 0
 }
 
 func (n *dirNode) updateUserMeta(ctx context.Context, fn func(map[string]string) error) syscall.Errno {
-	return n.updateMarker(ctx, func(a *object.Attrs) error {
+	return n.updateMarker(ctx, "setxattr", func(a *object.Attrs) error {
 		a.UserMeta = cloneMeta(a.UserMeta)
 		return fn(a.UserMeta)
 	})
@@ -177,13 +206,23 @@ func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if errno != 0 {
 		return nil, errno
 	}
-	// A file being written may not be in the store yet, and its draft
-	// is newer than the store anyway.
+	// A file being written, or whose last change is queued, may not be
+	// in the store yet, and is newer than the store anyway; so is a
+	// directory with changes queued under it.
 	if ch := n.GetChild(name); ch != nil {
-		if f, ok := ch.Operations().(*fileNode); ok && f.draftAttr(&out.Attr) {
-			return ch, 0
+		switch c := ch.Operations().(type) {
+		case *fileNode:
+			if c.ownAttr(&out.Attr) {
+				return ch, 0
+			}
+		case *dirNode:
+			if n.fsys.j.pending(key + "/") {
+				c.attr(&out.Attr)
+				return ch, 0
+			}
 		}
 	}
+	n.fsys.j.settle(key, key+"/")
 	st, err := n.fsys.svc.Stat(ctx, n.fsys.bucket, key)
 	if err != nil {
 		return nil, n.fsys.errno("lookup "+key, err)
@@ -203,7 +242,7 @@ func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 func (n *dirNode) fileChild(ctx context.Context, name string, v *meta.Version, out *fuse.EntryOut) *fusefs.Inode {
 	mode := n.fsys.posix(v, false).Mode & syscall.S_IFMT
 	if ch := n.GetChild(name); ch != nil && ch.Mode() == mode {
-		if f, ok := ch.Operations().(*fileNode); ok && f.shows(v, &out.Attr) {
+		if f, ok := ch.Operations().(*fileNode); ok && f.shows(ctx, v, &out.Attr) {
 			return ch
 		}
 	}
@@ -229,8 +268,11 @@ func (n *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileH
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	list := func() pager { return &listPager{fsys: n.fsys, root: n.IsRoot(), merge: merger{prefix: p}} }
-	return newDirHandle(list, n.direntLookup), 0, 0
+	list := func() pager {
+		n.fsys.j.settle(p)
+		return &listPager{fsys: n.fsys, root: n.IsRoot(), merge: merger{prefix: p}}
+	}
+	return newDirHandle(list, n.direntLookup, n.fsys.j.sync), 0, 0
 }
 
 // direntLookup answers READDIRPLUS for an entry just listed: a file from
@@ -251,6 +293,7 @@ func (n *dirNode) Create(ctx context.Context, name string, flags, mode uint32, o
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
+	n.fsys.j.settle(key, key+"/")
 	st, err := n.fsys.svc.Stat(ctx, n.fsys.bucket, key)
 	switch {
 	case err != nil:
@@ -275,15 +318,20 @@ func (n *dirNode) Create(ctx context.Context, name string, flags, mode uint32, o
 	return n.NewInode(ctx, f, fusefs.StableAttr{Mode: syscall.S_IFREG}), &draftHandle{n: f, d: d, write: true}, 0, 0
 }
 
-// create commits a zero-byte key that must not exist yet: a directory
-// marker or a symlink.
-func (f *fsys) create(ctx context.Context, key string, a object.Attrs) (*meta.Version, error) {
-	defer f.own.hold(key)()
-	return f.svc.Put(ctx, f.bucket, key, strings.NewReader(""), object.PutOptions{Attrs: a, Check: absent})
+// create queues a zero-byte key that must not exist yet: a directory
+// marker or a symlink. failed is as for queue.
+func (f *fsys) create(ctx context.Context, key string, a object.Attrs, failed func(error)) (*meta.Version, *change, error) {
+	var v *meta.Version
+	c, err := f.queue(ctx, failed, func(d *object.Service) (err error) {
+		v, err = d.Put(ctx, f.bucket, key, strings.NewReader(""), object.PutOptions{Attrs: a, Check: absent})
+		return err
+	})
+	return v, c, err
 }
 
 // exists reports whether key names a file or a directory.
 func (n *dirNode) exists(ctx context.Context, key string) (bool, syscall.Errno) {
+	n.fsys.j.settle(key, key+"/")
 	st, err := n.fsys.svc.Stat(ctx, n.fsys.bucket, key)
 	if err != nil {
 		return false, n.fsys.errno("stat "+key, err)
@@ -302,7 +350,7 @@ func (n *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 		return nil, cmp.Or(errno, syscall.EEXIST)
 	}
 	p := n.fsys.newPOSIX(ctx, syscall.S_IFDIR|mode&0o7777)
-	v, err := n.fsys.create(ctx, key+"/", object.Attrs{POSIX: &p})
+	v, _, err := n.fsys.create(ctx, key+"/", object.Attrs{POSIX: &p}, nil)
 	if err != nil {
 		return nil, n.fsys.errno("mkdir "+key, err)
 	}
@@ -321,15 +369,18 @@ func (n *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.En
 	}
 	p := n.fsys.newPOSIX(ctx, syscall.S_IFLNK|0o777)
 	p.Symlink = target
-	v, err := n.fsys.create(ctx, key, object.Attrs{POSIX: &p})
+	f := &fileNode{node: node{fsys: n.fsys}}
+	v, c, err := n.fsys.create(ctx, key, object.Attrs{POSIX: &p}, f.fail)
 	if err != nil {
 		return nil, n.fsys.errno("symlink "+key, err)
 	}
-	return n.fileChild(ctx, name, v, out), 0
+	f.v, f.last = v, c
+	n.fsys.fileAttr(v, &out.Attr)
+	return n.NewInode(ctx, f, fusefs.StableAttr{Mode: syscall.S_IFLNK}), 0
 }
 
-// Unlink deletes the key: a delete marker in a versioned bucket, so the
-// file stays readable under .versions.
+// Unlink queues the DELETE of the key: a delete marker in a versioned
+// bucket, so the file stays readable under .versions.
 func (n *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx = context.WithoutCancel(ctx)
 	key, errno := n.childKey(name)
@@ -341,16 +392,24 @@ func (n *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 			return 0 // created here and never committed: nothing to delete
 		}
 	}
-	defer n.fsys.own.hold(key)()
-	if _, err := n.fsys.svc.Delete(ctx, n.fsys.bucket, key, object.DeleteOptions{}); err != nil {
-		return n.fsys.errno("unlink "+key, err)
+	return n.delete(ctx, "unlink", key)
+}
+
+// delete queues the DELETE of key.
+func (n *dirNode) delete(ctx context.Context, op, key string) syscall.Errno {
+	_, err := n.fsys.queue(ctx, nil, func(d *object.Service) error {
+		_, err := d.Delete(ctx, n.fsys.bucket, key, object.DeleteOptions{})
+		return err
+	})
+	if err != nil {
+		return n.fsys.errno(op+" "+key, err)
 	}
 	return 0
 }
 
-// Rmdir deletes the directory's marker, refusing while any key lies under
-// it. A directory that has neither is already gone from the store: only
-// the kernel still knew it.
+// Rmdir queues the DELETE of the directory's marker, refusing while any
+// key lies under it. A directory that has neither is already gone from
+// the store: only the kernel still knew it.
 func (n *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	ctx = context.WithoutCancel(ctx)
 	if n.virtual(name) {
@@ -361,6 +420,7 @@ func (n *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 		return errno
 	}
 	prefix := key + "/"
+	n.fsys.j.settle(prefix)
 	empty, marker, errno := n.emptyDir(ctx, prefix)
 	switch {
 	case errno != 0:
@@ -370,11 +430,7 @@ func (n *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	case !marker:
 		return 0
 	}
-	defer n.fsys.own.hold(prefix)()
-	if _, err := n.fsys.svc.Delete(ctx, n.fsys.bucket, prefix, object.DeleteOptions{}); err != nil {
-		return n.fsys.errno("rmdir "+key, err)
-	}
-	return 0
+	return n.delete(ctx, "rmdir", prefix)
 }
 
 // emptyDir reports whether no key but the marker lies under prefix, and
@@ -408,10 +464,11 @@ func (n *dirNode) writingUnder(name string) bool {
 	return false
 }
 
-// Rename moves a file with object.Rename (no bytes copied; an existing
-// destination is replaced) and a directory with object.RenamePrefix: every
-// key under it in one commit, up to MaxRenameKeys, past which it fails
-// with EXDEV so that mv copies instead. RENAME_EXCHANGE is not supported.
+// Rename queues the move of a file (no bytes copied; an existing
+// destination is replaced) or of a directory with object.RenamePrefix:
+// every key under it in one commit, up to MaxRenameKeys, past which it
+// fails with EXDEV so that mv copies instead. RENAME_EXCHANGE is not
+// supported.
 func (n *dirNode) Rename(ctx context.Context, name string, newParent fusefs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	ctx = context.WithoutCancel(ctx)
 	to, ok := newParent.(*dirNode)
@@ -433,6 +490,7 @@ func (n *dirNode) Rename(ctx context.Context, name string, newParent fusefs.Inod
 	if ch == nil {
 		return syscall.ENOENT
 	}
+	n.fsys.j.settle(dst, dst+"/")
 	at, err := n.fsys.svc.Stat(ctx, n.fsys.bucket, dst)
 	switch {
 	case err != nil:
@@ -450,8 +508,11 @@ func (n *dirNode) Rename(ctx context.Context, name string, newParent fusefs.Inod
 			return cmp.Or(errno, syscall.ENOTEMPTY)
 		}
 	}
-	defer n.fsys.own.hold(src+"/", dst+"/")()
-	_, err = n.fsys.svc.RenamePrefix(ctx, n.fsys.bucket, src+"/", dst+"/", "", n.fsys.maxRenameKeys())
+	n.fsys.j.settle(src + "/")
+	_, err = n.fsys.queue(ctx, nil, func(d *object.Service) error {
+		_, err := d.RenamePrefix(ctx, n.fsys.bucket, src+"/", dst+"/", "", n.fsys.maxRenameKeys())
+		return err
+	})
 	if err != nil && !errors.Is(err, meta.ErrNoSuchKey) { // no key: only files not committed yet
 		return n.fsys.errno("rename "+src, err)
 	}

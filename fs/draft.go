@@ -77,7 +77,7 @@ func (d *draft) rebase(v *meta.Version) error {
 	}
 	d.base, d.baseR, d.dirty = v, r, nil
 	d.keep, d.size = v.Size, v.Size
-	d.attrs = d.fsys.attrsOf(v)
+	d.attrs = d.fsys.attrsOf(v, false)
 	d.data, d.meta, d.wrote = false, false, false
 	return nil
 }
@@ -229,12 +229,14 @@ func (r lockedReader) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// commit writes the draft as one new version of key and rebases the
-// draft on it; it returns nil when nothing changed since the base. How
-// the version is written depends on what changed:
+// commit prepares the draft as one new version of key, queues it and
+// rebases the draft on it; it returns nil when nothing changed since the
+// base. failed is called should the queued commit fail. How the version
+// is written depends on what changed:
 //
-//   - only attributes: a metadata-only version sharing the latest bytes
-//     (object.UpdateAttrs);
+//   - only attributes: a metadata-only version sharing the base's bytes
+//     (object.ReplaceAttrs), or the latest bytes of key if the file has
+//     moved since the base (with its directory: object.UpdateAttrs);
 //   - nothing of the base survives (a new file, or one truncated to zero
 //     and rewritten): the staging file is the file, stored by object.Put
 //     with its real MD5 as ETag;
@@ -243,42 +245,49 @@ func (r lockedReader) ReadAt(p []byte, off int64) (int, error) {
 //
 // Edits are last-writer-wins against changes made meanwhile by others:
 // the version committed is the base with this draft's changes applied.
-func (d *draft) commit(ctx context.Context, key string) (*meta.Version, error) {
+func (d *draft) commit(ctx context.Context, key string, failed func(error)) (*meta.Version, *change, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.data && !d.meta {
-		return nil, nil
+		return nil, nil, nil
 	}
 	f := d.fsys
-	defer f.own.hold(key)()
 	a := d.attrs
+	moved := d.base != nil && d.base.Key != key
+	if moved {
+		f.j.settle(key)
+	}
 	var v *meta.Version
-	var err error
-	switch {
-	case !d.data:
-		v, err = f.svc.UpdateAttrs(ctx, f.bucket, key, func(_ *meta.Version, cur *object.Attrs) error {
-			cur.POSIX, cur.UserMeta = a.POSIX, a.UserMeta
-			return nil
-		})
-	case d.keep == 0:
-		a.Checksums = nil
-		if err := d.stage.Truncate(d.size); err != nil {
-			return nil, err
+	c, err := f.queue(ctx, failed, func(s *object.Service) (err error) {
+		switch {
+		case !d.data && !moved:
+			v, err = s.ReplaceAttrs(ctx, f.bucket, d.base, a)
+		case !d.data:
+			v, err = s.UpdateAttrs(ctx, f.bucket, key, func(_ *meta.Version, cur *object.Attrs) error {
+				cur.POSIX, cur.UserMeta = a.POSIX, a.UserMeta
+				return nil
+			})
+		case d.keep == 0:
+			a.Checksums = nil
+			if err := d.stage.Truncate(d.size); err != nil {
+				return err
+			}
+			v, err = s.Put(ctx, f.bucket, key, io.NewSectionReader(d.stage, 0, d.size), object.PutOptions{Attrs: a, Size: d.size})
+		default:
+			a.Checksums = nil
+			rewrite := slices.Clone(d.dirty)
+			rewrite.add(d.keep, min(d.base.Size, d.size)-d.keep) // cut, then grown again: zeros
+			v, err = s.Edit(ctx, f.bucket, key, d.base, object.EditOptions{
+				Attrs: a,
+				Size:  d.size,
+				Dirty: rewrite,
+				Src:   lockedReader{ctx: ctx, d: d},
+			})
 		}
-		v, err = f.svc.Put(ctx, f.bucket, key, io.NewSectionReader(d.stage, 0, d.size), object.PutOptions{Attrs: a, Size: d.size})
-	default:
-		a.Checksums = nil
-		rewrite := slices.Clone(d.dirty)
-		rewrite.add(d.keep, min(d.base.Size, d.size)-d.keep) // cut, then grown again: zeros
-		v, err = f.svc.Edit(ctx, f.bucket, key, d.base, object.EditOptions{
-			Attrs: a,
-			Size:  d.size,
-			Dirty: rewrite,
-			Src:   lockedReader{ctx: ctx, d: d},
-		})
-	}
+		return err
+	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return v, d.rebase(v)
+	return v, c, d.rebase(v)
 }

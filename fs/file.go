@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
@@ -26,19 +27,35 @@ import (
 // inode's version, whatever is committed later. Handles opened for
 // writing, and any handle opened while one is, share the file's draft:
 // they see each other's writes at once, as on a local disk, and the draft
-// is committed, whole, when any writing handle is closed or fsynced; the
-// inode then stands for the version committed.
+// becomes one new version, whole, when any writing handle is closed or
+// fsynced; the inode then stands for that version.
+//
+// The new version is queued in the journal, not committed yet, when
+// close returns: until it commits, the inode answers for the file (its
+// attributes, its bytes, the head a change of it starts from) and the
+// store lags behind. fsync waits for the commit. Should a queued change of
+// the file fail, the next close or fsync of the file fails with EIO, and
+// the inode shows the store's version again once nothing of it is queued.
 type fileNode struct {
 	node
 
 	mu sync.Mutex
-	v  *meta.Version // the version shown; nil until a new file's first commit
+	// v is the version shown: the latest committed or queued by this
+	// mount; nil until a new file's first commit.
+	v *meta.Version
 	// draft is shared by the handles open while the file is written; nil
 	// when there are none.
 	draft *draft
 	// cached is the version whose bytes the kernel's page cache holds, so
 	// that reopening an unchanged file keeps its cache.
 	cached meta.VersionID
+	// last is the file's last change queued in the journal.
+	last *change
+	// failed holds the error of a queued change of the file that failed,
+	// until a close or fsync reports it; stale says that v may be a
+	// version the store never got.
+	failed atomic.Pointer[error]
+	stale  atomic.Bool
 }
 
 var (
@@ -52,9 +69,10 @@ var (
 // lookup or listing found: it is being written here, or shows v already,
 // or a newer one (the listing was read before a commit that landed since).
 // If so it fills out with its attributes.
-func (n *fileNode) shows(v *meta.Version, out *fuse.Attr) bool {
+func (n *fileNode) shows(ctx context.Context, v *meta.Version, out *fuse.Attr) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.refreshLocked(ctx)
 	switch {
 	case n.draft != nil:
 		n.draft.attr(out)
@@ -66,13 +84,87 @@ func (n *fileNode) shows(v *meta.Version, out *fuse.Attr) bool {
 	return true
 }
 
-// headLocked returns the version a draft starts from: the key's latest,
-// which may be newer than the inode's if another process wrote it. An
-// unlinked file starts from the version it had.
+// ownAttr fills out and reports true when the file answers for itself:
+// it is being written, or a change of it is queued. Otherwise it does
+// nothing.
+func (n *fileNode) ownAttr(out *fuse.Attr) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.draft != nil:
+		n.draft.attr(out)
+	case n.queuedLocked() && n.v != nil:
+		n.fsys.fileAttr(n.v, out)
+	default:
+		return false
+	}
+	return true
+}
+
+// queuedLocked reports whether a change of the file is queued or being
+// committed.
+func (n *fileNode) queuedLocked() bool { return n.last != nil && !n.last.finished() }
+
+// queueLocked prepares a write of the file and queues it.
+func (n *fileNode) queueLocked(ctx context.Context, op string, write func(d *object.Service) error) syscall.Errno {
+	c, err := n.fsys.queue(ctx, n.fail, write)
+	if err != nil {
+		return n.fsys.errno(op, err)
+	}
+	n.last = c
+	return 0
+}
+
+// fail records that a queued change of the file failed. It runs on the
+// journal's goroutine, which must not wait for the file's mutex: the
+// mutex may be held by an fsync waiting for the journal.
+func (n *fileNode) fail(err error) {
+	n.failed.Store(&err)
+	n.stale.Store(true)
+}
+
+// reportFailed answers EIO, once, when a queued change of the file has
+// failed since the last report.
+func (n *fileNode) reportFailed() syscall.Errno {
+	if n.failed.Swap(nil) != nil {
+		return syscall.EIO
+	}
+	return 0
+}
+
+// refreshLocked reads the file's version from the store again after a
+// queued change of it failed, once nothing of it is queued any more.
+func (n *fileNode) refreshLocked(ctx context.Context) {
+	if n.queuedLocked() || !n.stale.Swap(false) {
+		return
+	}
+	key, ok := n.path()
+	if !ok {
+		return
+	}
+	v, err := n.fsys.svc.Head(ctx, n.fsys.bucket, key, "")
+	switch {
+	case err == nil:
+		n.v = v
+	case meta.IsNotFound(err):
+		n.v = nil
+	default:
+		n.stale.Store(true) // try again next time
+	}
+}
+
+// headLocked returns the version a change of the file starts from: the
+// one queued last, or else the key's latest, which may be newer than the
+// inode's if another process wrote it. An unlinked file starts from the
+// version it had.
 func (n *fileNode) headLocked(ctx context.Context) (*meta.Version, syscall.Errno) {
+	n.refreshLocked(ctx)
 	key, ok := n.path()
 	switch {
-	case ok:
+	case ok && !n.queuedLocked():
+		// The name may have been another file's, replaced by a rename
+		// that is still queued.
+		n.fsys.j.settle(key)
 		v, err := n.fsys.svc.Head(ctx, n.fsys.bucket, key, "")
 		if err != nil {
 			return nil, n.fsys.errno("stat "+key, err)
@@ -91,6 +183,7 @@ func (n *fileNode) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.refreshLocked(ctx)
 	return n.attrLocked(&out.Attr)
 }
 
@@ -110,7 +203,7 @@ func (n *fileNode) attrLocked(out *fuse.Attr) syscall.Errno {
 
 // Setattr folds the change into the draft while the file is open for
 // writing, so that it lands in the version the close commits. Otherwise a
-// truncation commits a version at once (sharing the chunks it keeps), and
+// truncation queues a version at once (sharing the chunks it keeps), and
 // chmod, chown and utimes a metadata-only one.
 func (n *fileNode) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	ctx = context.WithoutCancel(ctx)
@@ -141,18 +234,13 @@ func (n *fileNode) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.S
 			return errno
 		}
 	case changesPOSIX(in):
-		key, ok := n.path()
-		if !ok {
-			return syscall.ENOENT
-		}
-		v, err := n.fsys.update(ctx, key, false, func(a *object.Attrs) error {
+		errno := n.updateLocked(ctx, "setattr", func(a *object.Attrs) error {
 			setPOSIX(a.POSIX, in)
 			return nil
 		})
-		if err != nil {
-			return n.fsys.errno("setattr "+key, err)
+		if errno != 0 {
+			return errno
 		}
-		n.v = v
 	}
 	// else atime only: not stored
 	return n.attrLocked(&out.Attr)
@@ -161,6 +249,7 @@ func (n *fileNode) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.S
 func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.refreshLocked(ctx)
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	if !write && n.draft == nil {
 		if n.v == nil {
@@ -175,7 +264,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 			fl = fuse.FOPEN_KEEP_CACHE
 		}
 		n.cached = n.v.ID
-		return &readHandle{fsys: n.fsys, v: n.v, r: r}, fl, 0
+		return &readHandle{fsys: n.fsys, n: n, v: n.v, r: r}, fl, 0
 	}
 	if n.draft == nil {
 		v, errno := n.headLocked(ctx)
@@ -202,32 +291,56 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 	return &draftHandle{n: n, d: d, write: write}, 0, 0
 }
 
-// commitLocked commits d as the file's next version. An unlinked file has
+// commitLocked queues d as the file's next version. An unlinked file has
 // no key any more: its bytes go with it, as on a local disk.
 func (n *fileNode) commitLocked(ctx context.Context, d *draft) syscall.Errno {
 	key, ok := n.path()
 	if !ok {
 		return 0
 	}
-	v, err := d.commit(ctx, key)
+	v, c, err := d.commit(ctx, key, n.fail)
 	if err != nil {
 		n.fsys.log.Error("stratafs: commit failed", "bucket", n.fsys.bucket, "key", key, "err", err)
 		return syscall.EIO
 	}
-	if v != nil {
+	if c != nil {
+		n.last = c
 		n.v, n.cached = v, v.ID
 	}
 	return 0
 }
 
-// sync commits d for a close or an fsync of a writing handle.
-func (n *fileNode) sync(ctx context.Context, d *draft) syscall.Errno {
+// flush queues d's changes for a close, and reports a queued change of
+// the file that failed since the last report.
+func (n *fileNode) flush(ctx context.Context, d *draft) syscall.Errno {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.commitLocked(context.WithoutCancel(ctx), d)
+	if errno := n.commitLocked(context.WithoutCancel(ctx), d); errno != 0 {
+		return errno
+	}
+	return n.reportFailed()
 }
 
-// release drops a handle's hold on d. The last one commits what is left
+// fsync queues d's changes, if d is not nil, and waits until every change
+// of the file queued so far is committed: durable, and seen by every
+// reader of the store. It reports a change that failed.
+func (n *fileNode) fsync(ctx context.Context, d *draft) syscall.Errno {
+	n.mu.Lock()
+	if d != nil {
+		if errno := n.commitLocked(context.WithoutCancel(ctx), d); errno != 0 {
+			n.mu.Unlock()
+			return errno
+		}
+	}
+	last := n.last
+	n.mu.Unlock()
+	if last != nil {
+		last.wait() // a failure was recorded by fail
+	}
+	return n.reportFailed()
+}
+
+// release drops a handle's hold on d. The last one queues what is left
 // (writes through a shared mapping may arrive after the close) and
 // discards the draft; a failure can then only be logged: the kernel does
 // not wait for a release.
@@ -244,13 +357,18 @@ func (n *fileNode) release(ctx context.Context, d *draft) {
 		// version has.
 		n.cached = meta.VersionID{}
 	}
+	if key, ok := n.path(); ok && n.v == nil {
+		// A new file that never made it: the kernel must forget the
+		// name it was shown.
+		n.fsys.invalid(key)
+	}
 	if err := d.close(); err != nil {
 		n.fsys.log.Error("stratafs: closing a staged file", "err", err)
 	}
 }
 
 // rename moves the file's key from src to dst without copying bytes.
-// Uncommitted writes are committed first, so they move with it.
+// Uncommitted writes are queued first, so they move with it.
 func (n *fileNode) rename(ctx context.Context, src, dst string) syscall.Errno {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -259,13 +377,51 @@ func (n *fileNode) rename(ctx context.Context, src, dst string) syscall.Errno {
 			return errno
 		}
 	}
-	defer n.fsys.own.hold(src, dst)()
-	v, err := n.fsys.svc.Rename(ctx, n.fsys.bucket, src, dst, "")
-	if err != nil {
-		return n.fsys.errno("rename "+src, err)
+	head, errno := n.headLocked(ctx)
+	if errno != 0 {
+		return errno
+	}
+	var v *meta.Version
+	errno = n.queueLocked(ctx, "rename "+src, func(d *object.Service) (err error) {
+		v, err = d.RenameVersion(ctx, n.fsys.bucket, head, dst, "")
+		return err
+	})
+	if errno == 0 {
+		n.showLocked(head, v)
+	}
+	return errno
+}
+
+// showLocked makes v, which shares head's bytes, the version shown,
+// keeping the kernel's cached pages if they are head's.
+func (n *fileNode) showLocked(head, v *meta.Version) {
+	if n.cached == head.ID {
+		n.cached = v.ID
 	}
 	n.v = v
-	return 0
+}
+
+// updateLocked queues a metadata-only new version of the file with fn
+// applied to its attributes; a key that had no POSIX attributes gets the
+// defaults first, so that a chmod keeps the owner it showed.
+func (n *fileNode) updateLocked(ctx context.Context, op string, fn func(*object.Attrs) error) syscall.Errno {
+	head, errno := n.headLocked(ctx)
+	if errno != 0 {
+		return errno
+	}
+	a := n.fsys.attrsOf(head, false)
+	if err := fn(&a); err != nil {
+		return n.fsys.errno(op, err)
+	}
+	var v *meta.Version
+	errno = n.queueLocked(ctx, op+" "+head.Key, func(d *object.Service) (err error) {
+		v, err = d.ReplaceAttrs(ctx, n.fsys.bucket, head, a)
+		return err
+	})
+	if errno == 0 {
+		n.showLocked(head, v)
+	}
+	return errno
 }
 
 // uncommitted reports whether the file was created in the mount and has
@@ -309,36 +465,16 @@ func (n *fileNode) updateUserMeta(ctx context.Context, fn func(map[string]string
 		n.draft.setUserMeta(m)
 		return 0
 	}
-	key, ok := n.path()
-	if !ok {
-		return syscall.ENOENT
-	}
-	v, err := n.fsys.update(ctx, key, false, func(a *object.Attrs) error {
+	return n.updateLocked(ctx, "setxattr", func(a *object.Attrs) error {
 		a.UserMeta = cloneMeta(a.UserMeta)
 		return fn(a.UserMeta)
-	})
-	if err != nil {
-		return n.fsys.errno("setxattr "+key, err)
-	}
-	n.v = v
-	return 0
-}
-
-// update commits a metadata-only new version of key with fn applied to
-// its attributes; a key that had no POSIX attributes gets the defaults
-// first, so that a chmod keeps the owner it showed.
-func (f *fsys) update(ctx context.Context, key string, dir bool, fn func(*object.Attrs) error) (*meta.Version, error) {
-	defer f.own.hold(key)()
-	return f.svc.UpdateAttrs(ctx, f.bucket, key, func(v *meta.Version, a *object.Attrs) error {
-		p := f.posix(v, dir)
-		a.POSIX = &p
-		return fn(a)
 	})
 }
 
 // A readHandle reads one version, whatever is committed after it opened.
 type readHandle struct {
 	fsys *fsys
+	n    *fileNode // the file of the live tree read; nil for .versions
 	v    *meta.Version
 	r    *data.ReaderAt
 }
@@ -356,8 +492,13 @@ func (h *readHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
-// Fsync has nothing to do: a version is durable once committed.
-func (h *readHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno { return 0 }
+// Fsync waits until what was written to the file is durable.
+func (h *readHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	if h.n == nil {
+		return 0
+	}
+	return h.n.fsync(ctx, nil)
+}
 
 // A draftHandle reads and writes a file's draft.
 type draftHandle struct {
@@ -390,36 +531,25 @@ func (h *draftHandle) Write(ctx context.Context, p []byte, off int64) (uint32, s
 }
 
 // Flush runs on every close(2): closing a handle that may have written
-// commits the file, and a failed commit fails the close. A file emptied
-// and not written yet is left to the release (see draft.emptied).
+// queues the file's new version, and fails if that cannot be prepared or
+// if a change of the file queued before has failed. A file emptied and
+// not written yet is left to the release (see draft.emptied).
 func (h *draftHandle) Flush(ctx context.Context) syscall.Errno {
 	if !h.write || h.d.emptied() {
 		return 0
 	}
-	return h.n.sync(ctx, h.d)
+	return h.n.flush(ctx, h.d)
 }
 
 // Fsync commits the file: when it returns, the version is durable.
 func (h *draftHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if !h.write {
-		return 0
+		return h.n.fsync(ctx, nil)
 	}
-	return h.n.sync(ctx, h.d)
+	return h.n.fsync(ctx, h.d)
 }
 
 func (h *draftHandle) Release(ctx context.Context) syscall.Errno {
 	h.n.release(ctx, h.d)
 	return 0
-}
-
-// draftAttr fills out from the draft and reports true when the file is
-// being written; otherwise it does nothing.
-func (n *fileNode) draftAttr(out *fuse.Attr) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.draft == nil {
-		return false
-	}
-	n.draft.attr(out)
-	return true
 }

@@ -80,6 +80,9 @@ type fsys struct {
 	// no marker and so no time of their own.
 	start time.Time
 	own   ownKeys
+	j     *journal
+	// invalid makes the kernel forget what it cached about a key.
+	invalid func(key string)
 }
 
 // node is embedded in every node type.
@@ -157,16 +160,31 @@ func (o *ownKeys) hold(keys ...string) (release func()) {
 	}
 }
 
-// has reports whether key is being committed by this mount.
+// has reports whether key is being committed by this mount: it, or a
+// prefix of it that ends in "/".
 func (o *ownKeys) has(key string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for k := range o.keys {
-		if k == key || strings.HasSuffix(k, "/") && strings.HasPrefix(key, k) {
+	if o.keys[key] > 0 {
+		return true
+	}
+	for i := range len(key) {
+		if key[i] == '/' && o.keys[key[:i+1]] > 0 {
 			return true
 		}
 	}
 	return false
+}
+
+// queue prepares a write with the core and queues it in the journal;
+// failed, if not nil, is called should its commit fail. An error is the
+// preparation's: then nothing is queued.
+func (f *fsys) queue(ctx context.Context, failed func(error), write func(d *object.Service) error) (*change, error) {
+	p, err := f.svc.Prepare(ctx, write)
+	if err != nil {
+		return nil, err
+	}
+	return f.j.add(p, failed), nil
 }
 
 // absent is a commit check that the key does not exist yet: mkdir and

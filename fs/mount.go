@@ -44,15 +44,21 @@ func Mount(ctx context.Context, svc *object.Service, bucket, dir string, o Optio
 		f.log = slog.Default()
 	}
 	root := &dirNode{node: node{fsys: f}}
+	q := newInvalidator(&root.Inode)
+	f.invalid = q.add
+	f.j = newJournal(svc, bucket, f.log, &f.own, q.failed)
 	server, err := fusefs.Mount(dir, root, f.fuseOptions())
 	if err != nil {
+		f.j.close()
+		q.close()
 		return nil, fmt.Errorf("mount %s on %s: %w", bucket, dir, err)
 	}
-	q := newInvalidator(&root.Inode)
 	cancel := svc.Watch(f.watch(q))
 	m := &MountPoint{Dir: dir, server: server, done: make(chan struct{})}
 	go func() {
 		server.Wait()
+		// Nothing can be changed any more: commit what is queued.
+		f.j.close()
 		cancel()
 		q.close()
 		close(m.done)
@@ -115,8 +121,9 @@ func checkMountpoint(dir string) error {
 	return nil
 }
 
-// Unmount unmounts the bucket and waits until serving has stopped. It
-// fails, changing nothing, while files in the mount are in use.
+// Unmount unmounts the bucket and waits until serving has stopped and
+// every change made in the mount has been committed. It fails, changing
+// nothing, while files in the mount are in use.
 func (m *MountPoint) Unmount() error {
 	if os.Geteuid() == 0 {
 		// go-fuse would fall back to fusermount and report its failure
@@ -137,5 +144,6 @@ func (m *MountPoint) Unmount() error {
 	return nil
 }
 
-// Done is closed once the bucket is unmounted, whoever unmounted it.
+// Done is closed once the bucket is unmounted, whoever unmounted it, and
+// every change made in the mount has been committed.
 func (m *MountPoint) Done() <-chan struct{} { return m.done }

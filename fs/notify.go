@@ -19,8 +19,10 @@ import (
 type invalidator struct {
 	root *fusefs.Inode
 
-	mu   sync.Mutex
-	keys map[string]bool // changed keys not notified yet
+	mu sync.Mutex
+	// keys holds the changed keys not notified yet; true marks a key
+	// whose change by the mount itself failed to commit.
+	keys map[string]bool
 
 	wake chan struct{}
 	stop chan struct{}
@@ -34,10 +36,16 @@ func newInvalidator(root *fusefs.Inode) *invalidator {
 	return q
 }
 
-// add queues key. It never blocks.
-func (q *invalidator) add(key string) {
+// add queues key, changed by someone else. It never blocks.
+func (q *invalidator) add(key string) { q.queue(key, false) }
+
+// failed queues key, whose change by the mount failed to commit: what
+// the mount showed of it was never stored. It never blocks.
+func (q *invalidator) failed(key string) { q.queue(key, true) }
+
+func (q *invalidator) queue(key string, failed bool) {
 	q.mu.Lock()
-	q.keys[key] = true
+	q.keys[key] = q.keys[key] || failed
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
@@ -57,8 +65,8 @@ func (q *invalidator) run() {
 		keys := q.keys
 		q.keys = map[string]bool{}
 		q.mu.Unlock()
-		for key := range keys {
-			q.invalidate(key)
+		for key, failed := range keys {
+			q.invalidate(key, failed)
 		}
 	}
 }
@@ -74,8 +82,11 @@ func (q *invalidator) close() {
 // version (a new inode: the old one stays with the processes that have it
 // open); for a directory marker the directory's attributes. Directories
 // on the way are left alone: dropping an entry that is a process's
-// working directory would make it look deleted.
-func (q *invalidator) invalidate(key string) {
+// working directory would make it look deleted. A file whose own change
+// failed keeps its inode, which remembers the failure for the next close
+// or fsync: its attributes and cached pages are dropped instead, and it
+// reads its version from the store again.
+func (q *invalidator) invalidate(key string, failed bool) {
 	marker := strings.HasSuffix(key, "/")
 	names := strings.Split(strings.TrimSuffix(key, "/"), "/")
 	if names[0] == versionsName {
@@ -94,6 +105,9 @@ func (q *invalidator) invalidate(key string) {
 			return
 		case last && marker:
 			ch.NotifyContent(-1, 0) // attributes only
+			return
+		case last && failed && !ch.IsDir():
+			ch.NotifyContent(0, 0) // attributes and pages
 			return
 		case last, !ch.IsDir(): // a file; or one that is now a directory too
 			in.NotifyEntry(name)

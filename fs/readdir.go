@@ -33,6 +33,7 @@ type pager interface {
 type dirHandle struct {
 	list   func() pager
 	lookup func(ctx context.Context, e dirent, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno)
+	sync   func() // waits until the mount's changes are committed
 
 	pg   pager
 	buf  []dirent
@@ -48,8 +49,8 @@ var (
 	_ = (fusefs.FileFsyncdirer)((*dirHandle)(nil))
 )
 
-func newDirHandle(list func() pager, lookup func(context.Context, dirent, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno)) *dirHandle {
-	h := &dirHandle{list: list, lookup: lookup}
+func newDirHandle(list func() pager, lookup func(context.Context, dirent, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno), sync func()) *dirHandle {
+	h := &dirHandle{list: list, lookup: lookup, sync: sync}
 	h.restart()
 	return h
 }
@@ -99,8 +100,12 @@ func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	return h.lookup(ctx, h.last, out)
 }
 
-// Fsyncdir has nothing to do: directory changes are committed when made.
-func (h *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno { return 0 }
+// Fsyncdir waits until every change made in the mount before it is
+// committed, and so durable: the directory's entries among them.
+func (h *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	h.sync()
+	return 0
+}
 
 // listPager lists the live keys of one directory: object.List with
 // delimiter "/", one page per call.

@@ -92,6 +92,7 @@ func (n *versionsDir) childKey(name string) string {
 
 func (n *versionsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	if t, deleted, ok := parseVersionName(name); ok && n.key != "" {
+		n.fsys.j.settle(n.key)
 		v, err := n.fsys.svc.VersionAt(ctx, n.fsys.bucket, n.key, t)
 		switch {
 		case err == nil && v.LastModified().Equal(t) && v.DeleteMarker == deleted:
@@ -104,6 +105,7 @@ func (n *versionsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 	if len(name) > maxName || len(key) > meta.MaxKeyLen {
 		return nil, syscall.ENAMETOOLONG
 	}
+	n.fsys.j.settle(key, key+"/")
 	st, err := n.fsys.svc.StatHistory(ctx, n.fsys.bucket, key)
 	switch {
 	case err != nil:
@@ -135,11 +137,13 @@ func (n *versionsDir) versionChild(ctx context.Context, name string, v *meta.Ver
 
 func (n *versionsDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
 	list := func() pager {
+		// The mount's own changes are listed once committed.
+		n.fsys.j.settle(n.key, n.key+"/")
 		p := &versionsPager{fsys: n.fsys, key: n.key, names: n.key == ""}
 		p.merge.prefix = p.namesPrefix()
 		return p
 	}
-	return newDirHandle(list, n.direntLookup), 0, 0
+	return newDirHandle(list, n.direntLookup, n.fsys.j.sync), 0, 0
 }
 
 // direntLookup answers READDIRPLUS from the listing alone: it named

@@ -46,9 +46,21 @@ const cacheForever = time.Hour
 
 func newFUSEMount(t *testing.T, o fs.Options) *fuseMount {
 	t.Helper()
+	return newFUSEMountOver(t, o, func(m meta.Store) meta.Store { return m })
+}
+
+// skipWithoutFUSE skips a test, loudly, where FUSE is not available.
+func skipWithoutFUSE(t *testing.T) {
+	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skipf("SKIPPING FUSE TEST: /dev/fuse is not available here (%v); CI runs it", err)
 	}
+}
+
+// newFUSEMountOver is newFUSEMount with the meta store wrapped.
+func newFUSEMountOver(t *testing.T, o fs.Options, wrap func(meta.Store) meta.Store) *fuseMount {
+	t.Helper()
+	skipWithoutFUSE(t)
 	base := t.TempDir()
 	m, err := bolt.Open(filepath.Join(base, "meta.db"))
 	if err != nil {
@@ -59,7 +71,7 @@ func newFUSEMount(t *testing.T, o fs.Options) *fuseMount {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close(); m.Close() })
-	f := &fuseMount{t: t, ctx: context.Background(), svc: object.New(m, d, object.Options{ChunkSize: fuseChunk})}
+	f := &fuseMount{t: t, ctx: context.Background(), svc: object.New(wrap(m), d, object.Options{ChunkSize: fuseChunk})}
 	if _, err := f.svc.CreateBucket(f.ctx, "bkt", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -119,9 +131,27 @@ func (f *fuseMount) put(key string, b []byte) *meta.Version {
 	return v
 }
 
-// head returns the latest version of key.
+// settle waits until every change made in the mount so far is
+// committed, as a program would: fsync of a directory waits for them all.
+// The mount commits closes, unlinks and renames behind the calls that
+// make them, so the store may lag behind what those calls returned.
+func (f *fuseMount) settle() {
+	f.t.Helper()
+	d, err := os.Open(f.dir)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		f.t.Fatalf("fsync of the mount's root: %v", err)
+	}
+}
+
+// head returns the latest version of key, once the mount's changes are
+// committed.
 func (f *fuseMount) head(key string) *meta.Version {
 	f.t.Helper()
+	f.settle()
 	v, err := f.svc.Head(f.ctx, "bkt", key, "")
 	if err != nil {
 		f.t.Fatalf("head %s: %v", key, err)
@@ -130,8 +160,16 @@ func (f *fuseMount) head(key string) *meta.Version {
 }
 
 // stored returns the bytes of the latest version of key, read from the
-// core, not through the mount.
+// core, not through the mount, once the mount's changes are committed.
 func (f *fuseMount) stored(key string) []byte {
+	f.t.Helper()
+	f.settle()
+	return f.committed(key)
+}
+
+// committed returns the bytes of the latest version of key the store has
+// now.
+func (f *fuseMount) committed(key string) []byte {
 	f.t.Helper()
 	obj, err := f.svc.Get(f.ctx, "bkt", key, "", 0, -1)
 	if err != nil {
@@ -145,9 +183,11 @@ func (f *fuseMount) stored(key string) []byte {
 	return b
 }
 
-// versions returns the rows of exactly key, in the store's order.
+// versions returns the rows of exactly key, in the store's order, once
+// the mount's changes are committed.
 func (f *fuseMount) versions(key string) []*meta.Version {
 	f.t.Helper()
+	f.settle()
 	var vs []*meta.Version
 	o := meta.VersionListOptions{Prefix: key}
 	for {
@@ -375,7 +415,7 @@ func TestFUSEWritesMakeOneVersionPerClose(t *testing.T) {
 	if err := file.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.stored("synced"); string(got) != "durable" {
+	if got := f.committed("synced"); string(got) != "durable" {
 		t.Errorf("after fsync the store holds %q", got)
 	}
 }
@@ -652,6 +692,7 @@ func TestFUSEDirectories(t *testing.T) {
 	if err := os.Remove(f.path("a/b")); err != nil {
 		t.Fatalf("rmdir of an emptied directory: %v", err)
 	}
+	f.settle()
 	if _, err := f.svc.Head(f.ctx, "bkt", "a/b/", ""); !meta.IsNotFound(err) {
 		t.Errorf("marker after rmdir: %v", err)
 	}
@@ -685,6 +726,7 @@ func TestFUSEDirectories(t *testing.T) {
 	if got := f.read("moved/sub/2"); string(got) != "tree/sub/2" {
 		t.Errorf("moved file reads %q", got)
 	}
+	f.settle()
 	if _, err := f.svc.Head(f.ctx, "bkt", "tree/1", ""); !meta.IsNotFound(err) {
 		t.Errorf("old key after the rename: %v", err)
 	}

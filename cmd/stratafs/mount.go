@@ -14,7 +14,8 @@ import (
 )
 
 // runMount mounts a bucket in the foreground until SIGINT or SIGTERM,
-// then unmounts it, waiting for open files to be closed.
+// then unmounts it, waiting for open files to be closed; it returns once
+// every change made in the mount is committed.
 func runMount(ctx context.Context, e *env, args []string) error {
 	fl := flag.NewFlagSet("mount", flag.ContinueOnError)
 	readOnly := fl.Bool("read-only", false, "mount read-only")

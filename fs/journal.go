@@ -1,0 +1,304 @@
+package fs
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/stratafs/stratafs/object"
+)
+
+// The mount commits what it changes behind the calls that change it: a
+// close, an unlink, a rename or a mkdir prepares its write with the core
+// (object.Prepare: the bytes are made durable in the chunk store, or kept
+// inline, and the rows are built, their version ids issued) and queues
+// it in the journal; a goroutine commits the queue in batches, each one
+// meta-store commit, so that they share its fsync. As in the bolt
+// engine's group commit no one waits on a timer: alone, a change is
+// committed at once; under load, a batch carries every change queued
+// during the previous commit.
+//
+// Batches commit one at a time in queue order, and a batch never holds
+// two changes of one key (the second starts the next batch), so the
+// changes of a key commit in the order they were made and each one's
+// checks see the ones before it. The mount shows its queued changes
+// itself: the inodes that made them answer for them, and a question put
+// to the store about a name or a directory with changes queued first
+// waits for them (see settle).
+const (
+	// maxQueued bounds the changes waiting to be committed, and so the
+	// memory they hold (inline bytes, rows); past it, writers wait.
+	maxQueued = 4096
+	// maxBatch bounds the mutations of one commit. A change bigger than
+	// that (a directory rename) is committed alone.
+	maxBatch = 1024
+)
+
+// A change is one write of the mount, prepared and queued for commit.
+type change struct {
+	p    *object.Pending
+	keys []string
+	// failed, if set, is called on the committing goroutine when the
+	// change fails; it must not block.
+	failed func(error)
+	done   chan struct{} // closed once the change committed or failed
+	err    error         // why it failed; set before done is closed
+}
+
+// wait waits until c has committed, and returns its error.
+func (c *change) wait() error {
+	<-c.done
+	return c.err
+}
+
+// finished reports whether c has committed or failed.
+func (c *change) finished() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// touches reports whether c changes one of names; a name that ends in
+// "/", or is "", stands for every key under it.
+func (c *change) touches(names []string) bool {
+	return slices.ContainsFunc(c.keys, func(k string) bool {
+		return slices.ContainsFunc(names, func(n string) bool { return k == n || under(n) && strings.HasPrefix(k, n) })
+	})
+}
+
+// under reports whether name stands for every key under it.
+func under(name string) bool { return name == "" || strings.HasSuffix(name, "/") }
+
+// A journal queues the mount's changes and commits them.
+type journal struct {
+	svc    *object.Service
+	bucket string
+	log    *slog.Logger
+	own    *ownKeys
+	// failed is told the keys of a change that failed: the kernel must
+	// forget what the mount showed of them.
+	failed func(key string)
+
+	mu       sync.Mutex
+	space    sync.Cond // signalled as changes leave the queue
+	queue    []*change // waiting, in order
+	inflight []*change // being committed
+	// keys counts the changes queued or in flight per key, dirs per
+	// directory prefix ("" for the root) that their keys lie under: they
+	// answer "is anything pending there?" without a scan.
+	keys, dirs map[string]int
+	closed     bool
+
+	wake chan struct{}
+	done chan struct{}
+}
+
+func newJournal(svc *object.Service, bucket string, log *slog.Logger, own *ownKeys, failed func(string)) *journal {
+	j := &journal{svc: svc, bucket: bucket, log: log, own: own, failed: failed,
+		keys: map[string]int{}, dirs: map[string]int{},
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	j.space.L = &j.mu
+	go j.run()
+	return j
+}
+
+// add queues p, waiting while the queue is full. failed, if not nil, is
+// called should the commit fail.
+func (j *journal) add(p *object.Pending, failed func(error)) *change {
+	c := &change{p: p, keys: p.Keys(), failed: failed, done: make(chan struct{})}
+	j.mu.Lock()
+	for len(j.queue) >= maxQueued {
+		j.space.Wait()
+	}
+	j.queue = append(j.queue, c)
+	j.count(c, 1)
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+	return c
+}
+
+// count adds d to the counts of c's keys and of the directories above them.
+func (j *journal) count(c *change, d int) {
+	for _, k := range c.keys {
+		bump(j.keys, k, d)
+		bump(j.dirs, "", d)
+		for i := range len(k) {
+			if k[i] == '/' {
+				bump(j.dirs, k[:i+1], d)
+			}
+		}
+	}
+}
+
+func bump(m map[string]int, k string, d int) {
+	if m[k] += d; m[k] == 0 {
+		delete(m, k)
+	}
+}
+
+// pendingKey reports whether a change to exactly key is queued or in
+// flight.
+func (j *journal) pendingKey(key string) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.keys[key] > 0
+}
+
+// pending reports whether a change to key is queued or in flight; a key
+// that ends in "/", or is "", stands for every key under it.
+func (j *journal) pending(key string) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.pendingLocked(key)
+}
+
+func (j *journal) pendingLocked(key string) bool {
+	if under(key) {
+		return j.dirs[key] > 0
+	}
+	return j.keys[key] > 0
+}
+
+// settle waits until the changes to names queued before the call have
+// committed (or failed), so that the store answers for them; names are
+// as for pending. Changes queued later are not waited for: a question
+// asked while they are made may see them or not.
+func (j *journal) settle(names ...string) {
+	j.mu.Lock()
+	var last *change
+	if slices.ContainsFunc(names, j.pendingLocked) {
+		last = j.lastLocked(func(c *change) bool { return c.touches(names) })
+	}
+	j.mu.Unlock()
+	if last != nil {
+		<-last.done
+	}
+}
+
+// sync waits until every change queued before the call has committed.
+func (j *journal) sync() {
+	j.mu.Lock()
+	last := j.lastLocked(func(*change) bool { return true })
+	j.mu.Unlock()
+	if last != nil {
+		<-last.done
+	}
+}
+
+// lastLocked returns the last change queued or in flight for which match
+// is true. Changes finish in queue order: when it has, so have the
+// changes before it.
+func (j *journal) lastLocked(match func(*change) bool) *change {
+	for _, cs := range [][]*change{j.queue, j.inflight} {
+		for i := len(cs) - 1; i >= 0; i-- {
+			if match(cs[i]) {
+				return cs[i]
+			}
+		}
+	}
+	return nil
+}
+
+// close commits what is queued, then stops the journal.
+func (j *journal) close() {
+	j.mu.Lock()
+	j.closed = true
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+	<-j.done
+}
+
+func (j *journal) run() {
+	defer close(j.done)
+	for {
+		j.mu.Lock()
+		batch := j.nextLocked()
+		closed := j.closed
+		j.mu.Unlock()
+		if len(batch) == 0 {
+			if closed {
+				return
+			}
+			<-j.wake
+			continue
+		}
+		j.commit(batch)
+		j.mu.Lock()
+		for _, c := range batch {
+			j.count(c, -1)
+			close(c.done)
+		}
+		j.inflight = nil
+		j.space.Broadcast()
+		j.mu.Unlock()
+	}
+}
+
+// nextLocked moves the next batch from the queue to inflight: the changes
+// at the head of the queue up to the first that changes a key one of
+// them changes, or that would pass maxBatch.
+func (j *journal) nextLocked() []*change {
+	seen := map[string]bool{}
+	n, size := 0, 0
+	for _, c := range j.queue {
+		if n > 0 && (size+len(c.keys) > maxBatch || slices.ContainsFunc(c.keys, func(k string) bool { return seen[k] })) {
+			break
+		}
+		for _, k := range c.keys {
+			seen[k] = true
+		}
+		n++
+		size += len(c.keys)
+	}
+	j.inflight = slices.Clone(j.queue[:n])
+	j.queue = slices.Delete(j.queue, 0, n)
+	return j.inflight
+}
+
+// commit commits a batch in one commit. Should that fail, the changes are
+// committed one by one, so that only the one at fault fails.
+func (j *journal) commit(batch []*change) {
+	ctx := context.Background()
+	ps := make([]*object.Pending, len(batch))
+	var keys []string
+	for i, c := range batch {
+		ps[i] = c.p
+		keys = append(keys, c.keys...)
+	}
+	// Changes the kernel made itself need no invalidation.
+	release := j.own.hold(keys...)
+	err := j.svc.CommitPending(ctx, ps...)
+	if err != nil && len(batch) > 1 {
+		for _, c := range batch {
+			c.err = j.svc.CommitPending(ctx, c.p)
+		}
+	} else {
+		for _, c := range batch {
+			c.err = err
+		}
+	}
+	release()
+	for _, c := range batch {
+		if c.err == nil {
+			continue
+		}
+		j.log.Error("stratafs: commit failed", "bucket", j.bucket, "keys", c.keys, "err", c.err)
+		for _, k := range c.keys {
+			j.failed(k)
+		}
+		if c.failed != nil {
+			c.failed(c.err)
+		}
+	}
+}

@@ -1,0 +1,407 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stratafs/stratafs/backend"
+	"github.com/stratafs/stratafs/fs"
+	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/object"
+)
+
+// The mount commits closes, unlinks, renames, mkdirs and attribute
+// changes behind the calls that make them (fs's journal). These tests
+// check its promises: the mount shows its own queued changes; a change
+// whose commit fails is logged and fails the file's next close or fsync;
+// after fsync returns the version is in the store, whatever happens to
+// the process next; after an unmount every change is.
+
+// noCache makes the kernel ask the mount about every name and attribute,
+// so that what a test sees is what the mount answers.
+const noCache = time.Nanosecond
+
+// A heldStore is a meta store whose commits can be held back or failed.
+type heldStore struct {
+	meta.Store
+
+	mu   sync.Mutex
+	held chan struct{} // while not nil, commits wait for it to be closed
+	fail error         // while not nil, commits fail with it
+}
+
+func (s *heldStore) Commit(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) error {
+	s.mu.Lock()
+	held, fail := s.held, s.fail
+	s.mu.Unlock()
+	if held != nil {
+		<-held
+	}
+	if fail != nil {
+		return fail
+	}
+	return s.Store.Commit(ctx, b, ms...)
+}
+
+// hold holds commits back until release is called.
+func (s *heldStore) hold() (release func()) {
+	held := make(chan struct{})
+	s.mu.Lock()
+	s.held = held
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.held = nil
+		s.mu.Unlock()
+		close(held)
+	}
+}
+
+// failWith makes commits fail with err; nil lets them through again.
+func (s *heldStore) failWith(err error) {
+	s.mu.Lock()
+	s.fail = err
+	s.mu.Unlock()
+}
+
+func (f *fuseMount) absent(key string) {
+	f.t.Helper()
+	if _, err := f.svc.Head(f.ctx, "bkt", key, ""); !meta.IsNotFound(err) {
+		f.t.Errorf("%s is in the store already: %v", key, err)
+	}
+}
+
+func TestFUSEShowsItsQueuedChanges(t *testing.T) {
+	h := &heldStore{}
+	f := newFUSEMountOver(t, fs.Options{EntryTimeout: noCache, AttrTimeout: noCache}, func(m meta.Store) meta.Store {
+		h.Store = m
+		return h
+	})
+	f.write("old", []byte("moved"))
+	f.write("gone", []byte("unlinked"))
+	f.settle()
+
+	release := h.hold()
+	f.write("new", []byte("queued"))
+	if err := os.Chmod(f.path("new"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(f.path("old"), f.path("renamed")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(f.path("d"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	f.write("d/inner", []byte("in a new directory"))
+	if err := os.Remove(f.path("gone")); err != nil {
+		t.Fatal(err)
+	}
+	// None of it is committed, all of it is shown.
+	for _, k := range []string{"new", "renamed", "d/", "d/inner"} {
+		f.absent(k)
+	}
+	for name, want := range map[string]string{"new": "queued", "renamed": "moved", "d/inner": "in a new directory"} {
+		if got := f.read(name); string(got) != want {
+			t.Errorf("%s reads %q, want %q", name, got, want)
+		}
+	}
+	if fi, err := os.Stat(f.path("new")); err != nil || fi.Mode() != 0o600 || fi.Size() != 6 {
+		t.Errorf("stat new: %v, %v", fi, err)
+	}
+	if fi, err := os.Stat(f.path("d")); err != nil || fi.Mode() != os.ModeDir|0o750 {
+		t.Errorf("stat d: %v, %v", fi, err)
+	}
+	// A listing waits for the changes under it: it reads the store.
+	listed := make(chan []string)
+	go func() {
+		names, _ := os.ReadDir(f.dir)
+		var l []string
+		for _, e := range names {
+			l = append(l, e.Name())
+		}
+		listed <- l
+	}()
+	select {
+	case l := <-listed:
+		t.Fatalf("listed %q while the changes were held back", l)
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	if l := <-listed; !slices.Equal(l, []string{"d", "new", "renamed"}) {
+		t.Errorf("root lists %q", l)
+	}
+	if _, err := os.Stat(f.path("gone")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stat of the unlinked file: %v", err)
+	}
+	if p := f.head("new").POSIX; p.Mode != syscall.S_IFREG|0o600 {
+		t.Errorf("new's mode in the store: %o", p.Mode)
+	}
+	if n := len(f.versions("new")); n != 2 {
+		t.Errorf("new has %d versions, want the write's and the chmod's", n)
+	}
+	if got := f.stored("renamed"); string(got) != "moved" {
+		t.Errorf("renamed holds %q", got)
+	}
+}
+
+// syncBuffer is a log sink safe for the mount's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestFUSEFailedQueuedCommitsFailTheNextCloseOrFsync(t *testing.T) {
+	h := &heldStore{}
+	var log syncBuffer
+	f := newFUSEMountOver(t, fs.Options{EntryTimeout: noCache, AttrTimeout: noCache, Logger: slog.New(slog.NewTextHandler(&log, nil))},
+		func(m meta.Store) meta.Store {
+			h.Store = m
+			return h
+		})
+	f.write("kept", []byte("committed"))
+	f.settle()
+	h.failWith(errors.New("the disk is on fire"))
+
+	// The close succeeds: the commit is queued (and held here, so that it
+	// cannot fail before the close returns). fsync, on any handle, waits
+	// for it and reports its failure, once.
+	release := h.hold()
+	f.write("kept", []byte("lost"))
+	file, err := os.Open(f.path("kept"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	fuseWantErrno(t, "fsync after a failed commit", file.Sync(), syscall.EIO)
+	if err := file.Sync(); err != nil {
+		t.Errorf("second fsync: %v, want the failure reported once", err)
+	}
+	file.Close()
+	if !strings.Contains(log.String(), "the disk is on fire") {
+		t.Errorf("the failure was not logged: %q", log.String())
+	}
+	// The mount shows what the store has again, once the kernel has let
+	// go of the handles (it releases them after close returns).
+	fuseEventually(t, "the store's version after the failure", func() error {
+		if got, err := os.ReadFile(f.path("kept")); err != nil || string(got) != "committed" {
+			return fmt.Errorf("kept reads %q, %v", got, err)
+		}
+		return nil
+	})
+
+	// The next close of the file reports a failure too.
+	release = h.hold()
+	f.write("kept", []byte("lost again"))
+	release()
+	f.settle()
+	release = h.hold()
+	file, err = os.OpenFile(f.path("kept"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.Write([]byte("!")); err != nil {
+		t.Fatal(err)
+	}
+	fuseWantErrno(t, "close after a failed commit", file.Close(), syscall.EIO)
+	release()
+
+	// A new file whose commit failed is gone.
+	release = h.hold()
+	f.write("fresh", []byte("never stored"))
+	release()
+	f.settle()
+	if _, err := os.Stat(f.path("fresh")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stat of a new file whose commit failed: %v", err)
+	}
+
+	// The append above failed too: reported by the next fsync.
+	h.failWith(nil)
+	file, err = os.Open(f.path("kept"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fuseWantErrno(t, "fsync after the failed append", file.Sync(), syscall.EIO)
+	file.Close()
+	f.write("kept", []byte("finally"))
+	if got := f.stored("kept"); string(got) != "finally" {
+		t.Errorf("kept holds %q once commits work again", got)
+	}
+}
+
+// mountProcess is `stratafs mount` running in its own process.
+type mountProcess struct {
+	cmd *exec.Cmd
+	dir string
+}
+
+// startMount runs `stratafs mount bkt dir` on dataDir and waits until it
+// serves.
+func startMount(t *testing.T, bin, dataDir, dir string) *mountProcess {
+	t.Helper()
+	cmd := exec.Command(bin, "--data-dir", dataDir, "mount", "bkt", dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &mountProcess{cmd: cmd, dir: dir}
+	t.Cleanup(func() { p.kill() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if !strings.HasPrefix(line, "mounted bucket bkt") {
+		t.Fatalf("stratafs mount printed %q, %v", line, err)
+	}
+	go io.Copy(io.Discard, out)
+	return p
+}
+
+// kill kills the process, as a crash would, and detaches the dead mount.
+func (p *mountProcess) kill() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	syscall.Unmount(p.dir, syscall.MNT_DETACH)
+}
+
+// TestFUSEDurability runs `stratafs mount` in a process of its own, then
+// looks into the store after the process is gone: a version whose fsync
+// returned is there even when the process was killed right after; after
+// SIGTERM, which unmounts, every change made in the mount is there,
+// changes only closed included.
+func TestFUSEDurability(t *testing.T) {
+	skipWithoutFUSE(t)
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildStratafs(t)
+	data := t.TempDir()
+	stratafs(t, bin, data, "bucket", "create", "bkt")
+	stratafs(t, bin, data, "bucket", "versioning", "bkt", "enabled")
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, body string, sync bool) {
+		t.Helper()
+		file, err := os.Create(filepath.Join(mnt, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := file.WriteString(body); err != nil {
+			t.Fatal(err)
+		}
+		if sync {
+			if err := file.Sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := file.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// inStore opens the store the dead process left and calls check.
+	inStore := func(check func(svc *object.Service)) {
+		t.Helper()
+		svc, closeAll, err := backend.Open(backend.Config{Dir: data}, object.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeAll()
+		check(svc)
+	}
+	read := func(svc *object.Service, key string) (string, error) {
+		obj, err := svc.Get(context.Background(), "bkt", key, "", 0, -1)
+		if err != nil {
+			return "", err
+		}
+		defer obj.Body.Close()
+		b, err := io.ReadAll(obj.Body)
+		return string(b), err
+	}
+
+	p := startMount(t, bin, data, mnt)
+	for i := range 20 {
+		write(fmt.Sprintf("closed-%d", i), "maybe", false)
+	}
+	write("synced", "durable", true)
+	p.kill()
+	inStore(func(svc *object.Service) {
+		if got, err := read(svc, "synced"); err != nil || got != "durable" {
+			t.Errorf("after fsync and a kill the store holds %q, %v", got, err)
+		}
+	})
+
+	p = startMount(t, bin, data, mnt)
+	if err := os.Mkdir(filepath.Join(mnt, "dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		write(fmt.Sprintf("dir/f%02d", i), fmt.Sprint(i), false)
+	}
+	if err := os.Rename(filepath.Join(mnt, "synced"), filepath.Join(mnt, "dir/moved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(mnt, "dir/f00")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("stratafs mount exited with %v after SIGTERM", err)
+	}
+	inStore(func(svc *object.Service) {
+		res, err := svc.List(context.Background(), "bkt", meta.ListOptions{Prefix: "dir/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, v := range res.Objects {
+			keys = append(keys, v.Key)
+		}
+		want := []string{"dir/"}
+		for i := 1; i < 50; i++ {
+			want = append(want, fmt.Sprintf("dir/f%02d", i))
+		}
+		want = append(want, "dir/moved")
+		if !slices.Equal(keys, want) {
+			t.Errorf("after SIGTERM dir/ holds %q, want %q", keys, want)
+		}
+		if got, err := read(svc, "dir/f49"); err != nil || got != "49" {
+			t.Errorf("dir/f49 holds %q, %v", got, err)
+		}
+		if _, err := read(svc, "synced"); !meta.IsNotFound(err) {
+			t.Errorf("the rename's source after SIGTERM: %v", err)
+		}
+	})
+}
