@@ -19,7 +19,8 @@
 #   STRATAFS_CASSANDRA_CACHE    where the resolved classpath is kept
 #   STRATAFS_CASSANDRA_HEAP     maximum heap (1g); the initial heap is 512m
 #   STRATAFS_CASSANDRA_WAIT     seconds start waits for CQL (180)
-#   JAVA                        the java binary (java on PATH)
+#   JAVA                        the java binary (java on PATH if it is 11
+#                               or 17, else a Java 17 under /usr/lib/jvm)
 #
 # Tests find the node through STRATAFS_CASSANDRA=127.0.0.1:PORT.
 set -euo pipefail
@@ -32,7 +33,7 @@ dir=${STRATAFS_CASSANDRA_DIR:-${TMPDIR:-/tmp}/stratafs-cassandra-$port}
 cache=${STRATAFS_CASSANDRA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/stratafs/cassandra}
 heap=${STRATAFS_CASSANDRA_HEAP:-1g}
 wait_s=${STRATAFS_CASSANDRA_WAIT:-180}
-java=${JAVA:-java}
+java=${JAVA:-}
 pidfile=$dir/cassandra.pid
 log=$dir/log/system.log
 out=$dir/log/stdout.log
@@ -62,6 +63,21 @@ cql_answers() {
 		head -c 5 <&3 | od -An -tx1
 	' _ "$port" 2>/dev/null) || return 1
 	[[ $(echo $reply) == "84 00 00 00 06" ]]
+}
+
+# find_java sets java to a Java that Cassandra 5.0 runs on: 11 or 17.
+find_java() {
+	[[ -n $java ]] && return
+	local j v
+	for j in java /usr/lib/jvm/java-17-openjdk-*/bin/java /usr/lib/jvm/*17*/bin/java; do
+		command -v "$j" >/dev/null || continue
+		v=$("$j" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1)
+		if [[ $v == 11 || $v == 17 ]]; then
+			java=$j
+			return
+		fi
+	done
+	die "Cassandra $version needs Java 11 or 17, found none: apt-get install openjdk-17-jre-headless"
 }
 
 # classpath prints the server's classpath, resolving it with Maven the
@@ -145,7 +161,7 @@ start() {
 		cql_answers || wait_cql "$(pid)"
 		return
 	fi
-	command -v "$java" >/dev/null || die "java not found: apt-get install openjdk-17-jre-headless"
+	find_java
 	local cp t0=$SECONDS
 	cp=$(classpath)
 	rm -rf "$dir/data" "$dir/log"
