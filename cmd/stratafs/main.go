@@ -34,7 +34,7 @@ var errUsage = errors.New("usage")
 
 func commands() []command {
 	return []command{
-		{"bucket", "bucket create|ls|rm|versioning NAME [enabled|suspended]", runBucket},
+		{"bucket", "bucket create|ls|rm|versioning NAME [enabled|suspended] | bucket retention NAME [--noncurrent-days N] [--newer-noncurrent N] [--expiration-days N] [--expired-marker] [--abort-uploads-days N] [--prefix P] [--id ID] [--clear]", runBucket},
 		{"put", "put BUCKET/KEY FILE|-", runPut},
 		{"get", "get BUCKET/KEY [FILE|-] [--version V] [--as-of TIME]", runGet},
 		{"ls", "ls [BUCKET[/PREFIX]] [--versions] [--as-of TIME] [--recursive]", runLs},
@@ -42,6 +42,8 @@ func commands() []command {
 		{"mount", "mount BUCKET DIR [--read-only] [--allow-other] [--uid N] [--gid N] [--umask 022] [--attr-timeout 1s] [--entry-timeout 1s]", runMount},
 		{"serve", "serve [--listen ADDR] [--region R] [--domain D] [--tls-cert F --tls-key F] [--log-level L] [--max-writes N] [--metrics-listen ADDR]", runServe},
 		{"key", "key create [--name N] | ls | rm ID", runKey},
+		{"gc", "gc [--dry-run] [--bucket B] [--grace 1h]", runGC},
+		{"fsck", "fsck [--repair] [--grace 1h]", runFsck},
 	}
 }
 

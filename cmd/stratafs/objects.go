@@ -61,6 +61,8 @@ func runBucket(ctx context.Context, e *env, args []string) error {
 			_, err := svc.CreateBucket(ctx, pos[0], "")
 			return err
 		})
+	case "retention":
+		return runRetention(ctx, e, args[1:])
 	case "versioning":
 		pos, err := parse(fs, args[1:], 1, 2)
 		if err != nil {

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCLIRetention(t *testing.T) {
+	c := cli{t, t.TempDir()}
+	c.ok("", "bucket", "create", "docs")
+	if got := c.ok("", "bucket", "retention", "docs"); got != "no retention rules\n" {
+		t.Fatalf("rules of a new bucket: %q", got)
+	}
+	c.ok("", "bucket", "retention", "docs", "--noncurrent-days", "30", "--newer-noncurrent", "2", "--expired-marker")
+	c.ok("", "bucket", "retention", "docs", "--id", "logs", "--prefix", "logs/", "--expiration-days", "90", "--abort-uploads-days", "7")
+	got := c.ok("", "bucket", "retention", "docs")
+	for _, want := range []string{
+		`default  ""       enabled  noncurrent-days=30 newer-noncurrent=2 expired-marker`,
+		`logs     "logs/"  enabled  expiration-days=90 abort-uploads-days=7`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("rules:\n%s\nwant a line %q", got, want)
+		}
+	}
+	// A rule replaces the one of its ID; --clear removes one or all.
+	c.ok("", "bucket", "retention", "docs", "--noncurrent-days", "1")
+	if got := c.ok("", "bucket", "retention", "docs", "--id", "logs", "--clear"); strings.Contains(got, "logs") || !strings.Contains(got, "noncurrent-days=1\n") {
+		t.Fatalf("after replacing default and clearing logs:\n%s", got)
+	}
+	if got := c.ok("", "bucket", "retention", "docs", "--clear"); got != "no retention rules\n" {
+		t.Fatalf("after --clear: %q", got)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"bucket", "retention", "docs", "--expiration-days", "1", "--expired-marker"}, 1, "cannot be specified with Days"},
+		{[]string{"bucket", "retention", "docs", "--noncurrent-days", "-1"}, 1, "invalid argument"},
+		{[]string{"bucket", "retention", "docs", "--clear", "--noncurrent-days", "1"}, 2, "--clear"},
+		{[]string{"bucket", "retention", "nope"}, 1, "no such bucket"},
+		{[]string{"gc", "--grace", "0s"}, 2, "--grace"},
+		{[]string{"gc", "--bucket", "nope"}, 1, "no such bucket"},
+	} {
+		if code, _, errOut := c.run("", tc.args...); code != tc.code || !strings.Contains(errOut, tc.msg) {
+			t.Errorf("stratafs %v: exit %d, %q; want exit %d mentioning %q", tc.args, code, errOut, tc.code, tc.msg)
+		}
+	}
+}
+
+func TestCLIGCAndFsck(t *testing.T) {
+	c := cli{t, t.TempDir()}
+	c.ok("", "bucket", "create", "docs")
+	c.ok(strings.Repeat("x", 10000), "put", "docs/a", "-")
+	c.ok(strings.Repeat("y", 10000), "put", "docs/b", "-")
+	c.ok("", "rm", "docs/b") // unversioned: its chunk is garbage, but young
+	if got := c.ok("", "gc", "--dry-run"); !strings.Contains(got, "chunks: 2 (19.5 KiB), 1 unreferenced, 0 to reclaim") || !strings.Contains(got, "dry run") {
+		t.Fatalf("gc --dry-run:\n%s", got)
+	}
+	if got := c.ok("", "gc", "--grace", "1h"); !strings.Contains(got, "0 reclaimed") {
+		t.Fatalf("gc:\n%s", got)
+	}
+	if got := c.ok("", "fsck"); !strings.Contains(got, "orphan") || !strings.Contains(got, "kept: younger than the grace period") {
+		t.Fatalf("fsck:\n%s", got)
+	}
+
+	// Lose a chunk of docs/a: fsck names the row and fails.
+	var chunks []string
+	filepath.WalkDir(filepath.Join(c.dir, "chunks"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			chunks = append(chunks, p)
+		}
+		return err
+	})
+	for _, p := range chunks {
+		os.Remove(p)
+	}
+	code, out, errOut := c.run("", "fsck", "--repair")
+	if code != 1 || !strings.Contains(out, "missing  docs/a") || !strings.Contains(errOut, "1 rows or parts name 1 missing chunks") {
+		t.Fatalf("fsck of a lost chunk: exit %d\n%s%s", code, out, errOut)
+	}
+}
