@@ -117,8 +117,8 @@ type Options struct {
 	// Progress, if set, is called as the run advances, from its
 	// goroutine: after every page of rows and every thousand chunks.
 	Progress func(Progress)
-	// Logger receives one line per bucket and per decision worth keeping
-	// (slog.Default when nil).
+	// Logger receives the decisions worth keeping (aborted uploads, the
+	// sweep's totals) and what went wrong (slog.Default when nil).
 	Logger *slog.Logger
 }
 
@@ -207,8 +207,9 @@ type run struct {
 	log   *slog.Logger
 	start time.Time
 	// now is the instant retention is judged at (the Service's clock);
-	// cutoff the wall-clock time before which a chunk must have been
-	// written to be deleted: chunk stores stamp chunks with it.
+	// cutoff is when a chunk must have been written before to be
+	// deleted, by the wall clock, which is what chunk stores stamp
+	// chunks with.
 	now    time.Time
 	cutoff time.Time
 	sw     *sweeper

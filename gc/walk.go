@@ -50,7 +50,8 @@ func (p *bucketPass) rows(ctx context.Context) error {
 		for _, e := range page.Versions {
 			ids = p.row(ctx, ids, e.Version)
 		}
-		if !page.IsTruncated || len(page.Versions) == 0 {
+		end := !page.IsTruncated || len(page.Versions) == 0
+		if end {
 			p.endKey()
 		}
 		p.r.sw.mark(ids)
@@ -58,7 +59,7 @@ func (p *bucketPass) rows(ctx context.Context) error {
 			return err
 		}
 		p.r.report("scan", p.b.Name, p.key)
-		if !page.IsTruncated || len(page.Versions) == 0 {
+		if end {
 			return nil
 		}
 		last := page.Versions[len(page.Versions)-1]
