@@ -295,7 +295,7 @@ func TestS3BadRequests(t *testing.T) {
 		{"POST ?restore", rawRequest{method: "POST", path: "/bad/keep?restore"}, 501, "NotImplemented"},
 		{"GET ?acl", rawRequest{method: "GET", path: "/bad/keep?acl"}, 501, "NotImplemented"},
 		{"GET ?attributes", rawRequest{method: "GET", path: "/bad/keep?attributes"}, 501, "NotImplemented"},
-		{"PUT bucket ?lifecycle", rawRequest{method: "PUT", path: "/bad?lifecycle", body: []byte("<LifecycleConfiguration/>")}, 501, "NotImplemented"},
+		{"PUT bucket ?replication", rawRequest{method: "PUT", path: "/bad?replication", body: []byte("<ReplicationConfiguration/>")}, 501, "NotImplemented"},
 		{"PUT bucket ?policy", rawRequest{method: "PUT", path: "/bad?policy", body: []byte("{}")}, 501, "NotImplemented"},
 		{"DELETE bucket ?cors", rawRequest{method: "DELETE", path: "/bad?cors"}, 501, "NotImplemented"},
 		{"object lock bucket", rawRequest{method: "PUT", path: "/locked",

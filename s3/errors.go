@@ -56,6 +56,7 @@ var (
 	errMethodNotAllowed    = &Error{"MethodNotAllowed", http.StatusMethodNotAllowed, "The specified method is not allowed against this resource."}
 	errNoSuchBucket        = &Error{"NoSuchBucket", http.StatusNotFound, "The specified bucket does not exist."}
 	errNoSuchKey           = &Error{"NoSuchKey", http.StatusNotFound, "The specified key does not exist."}
+	errNoSuchLifecycle     = &Error{"NoSuchLifecycleConfiguration", http.StatusNotFound, "The lifecycle configuration does not exist."}
 	errNoSuchUpload        = &Error{"NoSuchUpload", http.StatusNotFound, "The specified multipart upload does not exist. The upload ID might be invalid, or the multipart upload might have been aborted or completed."}
 	errNoSuchVersion       = &Error{"NoSuchVersion", http.StatusNotFound, "The specified version does not exist."}
 	errNotImplemented      = &Error{"NotImplemented", http.StatusNotImplemented, "A header or query you provided implies functionality that is not implemented."}

@@ -50,6 +50,9 @@ var ops = []op{
 	{levelBucket, http.MethodPut, "versioning", "PutBucketVersioning", nil, (*Handler).putBucketVersioning},
 	{levelBucket, http.MethodDelete, "", "DeleteBucket", nil, (*Handler).deleteBucket},
 	{levelBucket, http.MethodPost, "delete", "DeleteObjects", nil, (*Handler).deleteObjects},
+	{levelBucket, http.MethodGet, "lifecycle", "GetBucketLifecycleConfiguration", nil, (*Handler).getBucketLifecycle},
+	{levelBucket, http.MethodPut, "lifecycle", "PutBucketLifecycleConfiguration", nil, (*Handler).putBucketLifecycle},
+	{levelBucket, http.MethodDelete, "lifecycle", "DeleteBucketLifecycle", nil, (*Handler).deleteBucketLifecycle},
 	{levelBucket, http.MethodGet, "uploads", "ListMultipartUploads", []string{"prefix", "delimiter", "key-marker",
 		"upload-id-marker", "max-uploads", "encoding-type"}, (*Handler).listUploads},
 

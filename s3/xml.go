@@ -15,10 +15,13 @@ import (
 const xmlns = "http://s3.amazonaws.com/doc/2006-03-01/"
 
 // Body size limits of the XML requests. A DeleteObjects of 1000 keys of
-// 1024 bytes fits; configuration documents are far smaller.
+// 1024 bytes fits, and so does a lifecycle configuration of 1000 rules
+// with prefixes as long as keys; other configuration documents are far
+// smaller.
 const (
-	maxDeleteBody = 2 << 20
-	maxConfigBody = 64 << 10
+	maxDeleteBody    = 2 << 20
+	maxLifecycleBody = 2 << 20
+	maxConfigBody    = 64 << 10
 )
 
 // timeISO is how S3 XML renders instants.
