@@ -14,11 +14,12 @@ import (
 	"github.com/stratafs/stratafs/meta"
 )
 
-// maxBatch bounds the records one cursor reads per query; a cursor's
-// first read takes one, each further read twice as many. A GET of a
-// key's latest row thus reads one row, and a listing soon reads full
-// pages. With every shard's page in memory at once, the bound also
-// bounds a scan's memory.
+// maxBatch bounds the records one cursor reads per query, and so, with
+// every shard's buffer in memory at once, a scan's memory. A cursor's
+// first read takes enough for its share of a listing page with room to
+// spare (2·MaxListKeys/shards), each further read twice as many: a page
+// then costs one round of concurrent queries, whatever the shard count.
+// A probe reads one row: GET of a key's latest row reads just that.
 const maxBatch = 128
 
 // parallel bounds the queries one scan has in flight.
@@ -105,7 +106,7 @@ func (s *Store) newMerge(ctx context.Context, shards uint32, fetch fetchFunc, st
 	m := &merge{ctx: ctx, s: s, fetch: fetch, shards: shards, start: start, end: end}
 	m.curs = make([]*cursor, shards)
 	for i := range m.curs {
-		m.curs[i] = &cursor{shard: i, batch: 1}
+		m.curs[i] = &cursor{shard: i, batch: min(max(2*meta.MaxListKeys/int(shards), 1), maxBatch)}
 	}
 	m.seek(start, true)
 	return m
@@ -173,7 +174,11 @@ func (m *merge) next() (item, bool) {
 // fill reads the cursors that may hold the next record: top, the
 // least-bound cursor, alone if it probes; else, concurrently, every
 // cursor without buffered records whose bound is not above the least
-// buffered record, as any of them may hold a smaller one.
+// buffered record, as any of them may hold a smaller one. In the same
+// round it reads ahead for every cursor that has used up three quarters
+// of its buffer: keys spread evenly over the shards, so their cursors
+// run dry together, and one round of queries then refills them all
+// instead of one query after another.
 func (m *merge) fill(top *cursor) {
 	group := []*cursor{top}
 	if !top.probe {
@@ -185,7 +190,9 @@ func (m *merge) fill(top *cursor) {
 		}
 		group = group[:0]
 		for _, c := range m.h {
-			if _, ok := c.head(); !ok && (least == nil || c.to.compare(*least) <= 0) {
+			_, buffered := c.head()
+			if !buffered && (least == nil || c.to.compare(*least) <= 0) ||
+				buffered && !c.done && 4*(len(c.buf)-c.i) <= len(c.buf) {
 				group = append(group, c)
 			}
 		}
@@ -194,17 +201,30 @@ func (m *merge) fill(top *cursor) {
 	defer cancel()
 	err := fanOut(ctx, len(group), func(ctx context.Context, i int) error {
 		c := group[i]
-		items, err := m.fetch(ctx, c.shard, c.to, m.end, c.batch)
+		limit := c.batch
+		if c.probe {
+			limit = 1
+		} else {
+			c.batch = min(2*c.batch, maxBatch)
+		}
+		items, err := m.fetch(ctx, c.shard, c.to, m.end, limit)
 		if err != nil {
 			return err
 		}
-		c.buf, c.i, c.from, c.probe = items, 0, c.to, false
-		if len(items) < c.batch {
+		// Keep what is left to read: the buffer then covers from its
+		// first record on.
+		left := c.buf[c.i:]
+		if len(left) > 0 {
+			c.from = left[0].pos
+		} else {
+			c.from = c.to
+		}
+		c.buf, c.i, c.probe = append(slices.Clip(left), items...), 0, false
+		if len(items) < limit {
 			c.done = true
 		} else {
 			c.to = items[len(items)-1].pos.next()
 		}
-		c.batch = min(2*c.batch, maxBatch)
 		return nil
 	})
 	if err != nil {
