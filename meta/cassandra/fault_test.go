@@ -146,7 +146,10 @@ func TestUnavailable(t *testing.T) {
 		{"Bucket", func() error { _, err := s.Bucket(ctx, b.Name); return err }},
 		{"Buckets", func() error { _, err := s.Buckets(ctx); return err }},
 		{"CreateBucket", func() error { return s.CreateBucket(ctx, b) }},
-		{"UpdateBucket", func() error { _, err := s.UpdateBucket(ctx, b.Name, func(*meta.Bucket) error { return nil }); return err }},
+		{"UpdateBucket", func() error {
+			_, err := s.UpdateBucket(ctx, b.Name, func(*meta.Bucket) error { return nil })
+			return err
+		}},
 		{"DeleteBucket", func() error { return s.DeleteBucket(ctx, b.Name) }},
 		{"CreateUpload", func() error { return s.CreateUpload(ctx, b, u) }},
 		{"PutPart", func() error { return s.PutPart(ctx, b, u.Key, u.ID, &meta.Part{Number: 1}) }},
