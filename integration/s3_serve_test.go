@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/stratafs/stratafs/s3/sigv4"
 )
@@ -228,10 +229,6 @@ func TestServeMetrics(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	p := startServe(t, buildStratafs(t), t.TempDir(), "--metrics-listen", "127.0.0.1:0")
-	m := regexp.MustCompile(`metrics on (http://127\.0\.0\.1:\d+/metrics)`).FindStringSubmatch(strings.Join(p.stdout, "\n"))
-	if m == nil {
-		t.Fatalf("serve printed no metrics address: %q", p.stdout)
-	}
 	creds := exported(t, strings.Join(p.stdout, "\n"))
 	srv := &s3Server{url: p.endpoint, tr: &http.Transport{}}
 	eq(t, "CreateBucket", srv.send(t, srv.build(t, rawRequest{method: "PUT", path: "/measured", creds: creds})).status, 200)
@@ -240,6 +237,30 @@ func TestServeMetrics(t *testing.T) {
 	}
 	eq(t, "unsigned GET", srv.send(t, srv.build(t, rawRequest{method: "GET", path: "/measured/k", unsigned: true})).status, 403)
 
+	body := p.metrics(t)
+	for _, want := range []string{
+		`stratafs_s3_requests_total{operation="CreateBucket",status="200"} 1`,
+		`stratafs_s3_requests_total{operation="GetObject",status="404"} 2`,
+		`stratafs_s3_requests_total{operation="GetObject",status="403"} 1`,
+		`stratafs_s3_request_duration_seconds_count{operation="GetObject",status="404"} 2`,
+		"process_resident_memory_bytes", "go_goroutines",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("metrics:\n%s", body)
+	}
+}
+
+// metrics scrapes the server's /metrics, at the address it printed.
+func (p *servedProcess) metrics(t *testing.T) string {
+	t.Helper()
+	m := regexp.MustCompile(`metrics on (http://127\.0\.0\.1:\d+/metrics)`).FindStringSubmatch(strings.Join(p.stdout, "\n"))
+	if m == nil {
+		t.Fatalf("serve printed no metrics address: %q", p.stdout)
+	}
 	resp, err := http.Get(m[1])
 	if err != nil {
 		t.Fatal(err)
@@ -249,18 +270,56 @@ func TestServeMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{
-		`stratafs_s3_requests_total{operation="CreateBucket",status="200"} 1`,
-		`stratafs_s3_requests_total{operation="GetObject",status="404"} 2`,
-		`stratafs_s3_requests_total{operation="GetObject",status="403"} 1`,
-		`stratafs_s3_request_duration_seconds_count{operation="GetObject",status="404"} 2`,
-		"process_resident_memory_bytes", "go_goroutines",
+	return string(body)
+}
+
+// TestServeCollector runs serve's background collector: it applies the
+// retention rules set over S3, and its runs show in the metrics; with
+// --gc-interval 0 there is no collector.
+func TestServeCollector(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildStratafs(t)
+	dataDir := t.TempDir()
+	p := startServe(t, bin, dataDir, "--metrics-listen", "127.0.0.1:0", "--gc-interval", "200ms")
+	creds := exported(t, strings.Join(p.stdout, "\n"))
+	srv := &s3Server{url: p.endpoint, tr: &http.Transport{}}
+	c := s3Test{t: t, ctx: context.Background(), c: srv.client(true, func(o *awss3.Options) {
+		o.Credentials = credentials.StaticCredentialsProvider{Value: creds}
+	})}
+	defer recoverMust(t)
+
+	// k is left as a lone delete marker, which the rule removes.
+	c.createBucket("collected")
+	c.versioning("collected", s3types.BucketVersioningStatusEnabled)
+	v := c.put("collected", "k", []byte("data"))
+	c.del("collected", "k", "")
+	c.del("collected", "k", *v.VersionId)
+	noErr(t, c.putLifecycle("collected", s3types.LifecycleRule{ID: aws.String("markers"), Status: s3types.ExpirationStatusEnabled,
+		Filter: &s3types.LifecycleRuleFilter{}, Expiration: &s3types.LifecycleExpiration{ExpiredObjectDeleteMarker: aws.Bool(true)}}))
+	for deadline := time.Now().Add(10 * time.Second); len(c.versions("collected", 1000)) > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the marker is still there: %q", c.versions("collected", 1000))
+		}
+	}
+	body := p.metrics(t)
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^stratafs_gc_runs_total\{outcome="completed"\} [1-9]`),
+		regexp.MustCompile(`(?m)^stratafs_gc_delete_markers_removed_total 1$`),
+		regexp.MustCompile(`(?m)^stratafs_gc_last_run_duration_seconds [0-9.e-]+$`),
 	} {
-		if !strings.Contains(string(body), want) {
+		if !want.MatchString(body) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
 	if t.Failed() {
 		t.Logf("metrics:\n%s", body)
+	}
+	p.stop(t, os.Interrupt)
+
+	p = startServe(t, bin, dataDir, "--metrics-listen", "127.0.0.1:0", "--gc-interval", "0")
+	if body := p.metrics(t); strings.Contains(body, "stratafs_gc_") {
+		t.Errorf("--gc-interval 0 shows collector metrics:\n%s", body)
 	}
 }

@@ -18,6 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/stratafs/stratafs/gc"
+	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/object"
 	"github.com/stratafs/stratafs/s3"
 	"github.com/stratafs/stratafs/s3/sigv4"
 )
@@ -42,12 +45,24 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		"serve Prometheus metrics on this address at /metrics; off when empty (env STRATAFS_METRICS_LISTEN)")
 	maxWrites := fs.String("max-writes", envOr("STRATAFS_MAX_WRITES", strconv.Itoa(s3.DefaultMaxWrites)),
 		"request bodies stored at once; each holds up to 3 chunk buffers of 8 MiB (env STRATAFS_MAX_WRITES)")
+	gcInterval := fs.String("gc-interval", envOr("STRATAFS_GC_INTERVAL", gc.DefaultInterval.String()),
+		"collect (apply retention, abort stale uploads, delete unreferenced chunks) at start and then this often; 0 disables (env STRATAFS_GC_INTERVAL)")
+	gcGrace := fs.String("gc-grace", envOr("STRATAFS_GC_GRACE", gc.DefaultGrace.String()),
+		"how old an unreferenced chunk must be for the collector to delete it (env STRATAFS_GC_GRACE)")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
 	writes, err := strconv.Atoi(*maxWrites)
 	if err != nil || writes < 1 {
 		return fmt.Errorf("--max-writes %q: want a number of at least 1: %w", *maxWrites, errUsage)
+	}
+	interval, err := time.ParseDuration(*gcInterval)
+	if err != nil || interval < 0 {
+		return fmt.Errorf("--gc-interval %q: want a duration, or 0 to disable: %w", *gcInterval, errUsage)
+	}
+	grace, err := time.ParseDuration(*gcGrace)
+	if err != nil || grace <= 0 {
+		return fmt.Errorf("--gc-grace %q: want a positive duration: %w", *gcGrace, errUsage)
 	}
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return fmt.Errorf("--tls-cert and --tls-key go together: %w", errUsage)
@@ -71,14 +86,20 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	var reg prometheus.Registerer // nil: no metrics
 	var metrics *s3.Metrics
 	if *metricsListen != "" {
-		stop, m, err := serveMetrics(*metricsListen, e.stdout, logger)
+		stop, r, err := serveMetrics(*metricsListen, e.stdout, logger)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		metrics = m
+		reg, metrics = r, s3.NewMetrics(r)
+	}
+	if interval > 0 {
+		// Deferred after closeAll, so it runs before: a run in progress
+		// gives up before the stores close.
+		defer startCollector(ctx, svc, interval, grace, logger, reg)()
 	}
 	h := s3.New(svc, s3.Config{
 		Region:        *region,
@@ -129,13 +150,13 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// serveMetrics serves the S3 endpoint's metrics, with the Go runtime's
-// and the process's, at http://addr/metrics, on a listener of its own so
-// that the S3 address exposes nothing unauthenticated. stop closes it.
-func serveMetrics(addr string, stdout io.Writer, logger *slog.Logger) (stop func(), m *s3.Metrics, err error) {
-	reg := prometheus.NewRegistry()
+// serveMetrics serves the metrics registered with reg, and the Go
+// runtime's and the process's, at http://addr/metrics, on a listener of
+// its own so that the S3 address exposes nothing unauthenticated. stop
+// closes it.
+func serveMetrics(addr string, stdout io.Writer, logger *slog.Logger) (stop func(), reg *prometheus.Registry, err error) {
+	reg = prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m = s3.NewMetrics(reg)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--metrics-listen: %w", err)
@@ -153,7 +174,124 @@ func serveMetrics(addr string, stdout io.Writer, logger *slog.Logger) (stop func
 		}
 	}()
 	fmt.Fprintf(stdout, "stratafs: metrics on http://%s/metrics\n", displayAddr(ln.Addr()))
-	return func() { srv.Close() }, m, nil
+	return func() { srv.Close() }, reg, nil
+}
+
+// startCollector runs the collector in the background (gc.Worker): a run
+// at once and then every interval, each logged and, when reg is set,
+// counted in the collector's metrics. stop ends it, waiting for a run in
+// progress to give up.
+func startCollector(ctx context.Context, svc *object.Service, interval, grace time.Duration, logger *slog.Logger,
+	reg prometheus.Registerer) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	m := newGCMetrics(reg)
+	log := logger.With("component", "gc")
+	w := &gc.Worker{
+		Interval: interval,
+		Options:  gc.Options{Grace: grace, Logger: log},
+		Done: func(st *gc.Stats, err error) {
+			outcome := runOutcome(ctx, err)
+			m.observe(outcome, st)
+			if outcome == "skipped" {
+				return // the worker logs it, as a debug line
+			}
+			attrs := []slog.Attr{
+				slog.String("outcome", outcome), slog.Int64("rows", st.Rows),
+				slog.Int64("current_expired", st.CurrentExpired), slog.Int64("noncurrent_expired", st.NoncurrentExpired),
+				slog.Int64("markers_removed", st.MarkersRemoved), slog.Int64("uploads_aborted", st.UploadsAborted),
+				slog.Int64("uploads_dropped", st.UploadsDropped), slog.Int64("chunks", st.Chunks),
+				slog.Int64("chunks_reclaimed", st.Reclaimed), slog.Int64("bytes_reclaimed", st.ReclaimedBytes),
+				slog.Duration("took", st.Elapsed),
+			}
+			if err != nil {
+				attrs = append(attrs, slog.String("err", err.Error()))
+			}
+			log.LogAttrs(ctx, slog.LevelInfo, "collection", attrs...)
+		},
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx, svc)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// gcMetrics are the collector's Prometheus figures, summed over the runs
+// of this process.
+type gcMetrics struct {
+	runs     *prometheus.CounterVec // by outcome
+	expired  *prometheus.CounterVec // versions, current or noncurrent
+	markers  prometheus.Counter
+	uploads  prometheus.Counter
+	chunks   prometheus.Counter
+	bytes    prometheus.Counter
+	duration prometheus.Gauge
+}
+
+// newGCMetrics returns the collector's metrics registered with reg; nil,
+// which counts nothing, when reg is nil.
+func newGCMetrics(reg prometheus.Registerer) *gcMetrics {
+	if reg == nil {
+		return nil
+	}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "stratafs", Subsystem: "gc", Name: name, Help: help})
+	}
+	m := &gcMetrics{
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "stratafs", Subsystem: "gc", Name: "runs_total",
+			Help: "Collector runs, by outcome: completed, failed, canceled (by shutdown) or skipped (another collector held the lease).",
+		}, []string{"outcome"}),
+		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "stratafs", Subsystem: "gc", Name: "versions_expired_total",
+			Help: "Versions expired by retention rules: current ones (Expiration) or noncurrent ones (NoncurrentVersionExpiration).",
+		}, []string{"version"}),
+		markers: counter("delete_markers_removed_total", "Delete markers removed as their key's only row."),
+		uploads: counter("uploads_aborted_total", "Incomplete multipart uploads aborted (AbortIncompleteMultipartUpload)."),
+		chunks:  counter("chunks_reclaimed_total", "Unreferenced chunks deleted."),
+		bytes:   counter("reclaimed_bytes_total", "Bytes of the unreferenced chunks deleted."),
+		duration: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "stratafs", Subsystem: "gc", Name: "last_run_duration_seconds",
+			Help: "How long the last run that was not skipped took."}),
+	}
+	reg.MustRegister(m.runs, m.expired, m.markers, m.uploads, m.chunks, m.bytes, m.duration)
+	return m
+}
+
+// runOutcome names how a run that ended with err went. ctx is the
+// collector's: a run it ended was canceled by shutdown, not failed.
+func runOutcome(ctx context.Context, err error) string {
+	switch {
+	case errors.Is(err, meta.ErrLeaseHeld):
+		return "skipped"
+	case err != nil && ctx.Err() != nil:
+		return "canceled"
+	case err != nil:
+		return "failed"
+	}
+	return "completed"
+}
+
+// observe counts a run and what it did: a run that failed or was
+// canceled did part of its work, which counts too.
+func (m *gcMetrics) observe(outcome string, st *gc.Stats) {
+	if m == nil {
+		return
+	}
+	m.runs.WithLabelValues(outcome).Inc()
+	if outcome == "skipped" {
+		return
+	}
+	m.expired.WithLabelValues("current").Add(float64(st.CurrentExpired))
+	m.expired.WithLabelValues("noncurrent").Add(float64(st.NoncurrentExpired))
+	m.markers.Add(float64(st.MarkersRemoved))
+	m.uploads.Add(float64(st.UploadsAborted))
+	m.chunks.Add(float64(st.Reclaimed))
+	m.bytes.Add(float64(st.ReclaimedBytes))
+	m.duration.Set(st.Elapsed.Seconds())
 }
 
 // credentialSource says where the root key came from.
