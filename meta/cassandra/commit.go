@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"sync"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
@@ -42,23 +43,36 @@ func (s *Store) Commit(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) 
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	if err := s.liveBucket(ctx, b); err != nil {
-		return fmt.Errorf("commit %s: %w", b.Name, s.wrap(ctx, err))
-	}
+	// The bucket check runs beside the first reads; writes wait for it.
+	live := make(chan error, 1)
+	go func() { live <- s.liveBucket(ctx, b) }()
+	bucketOK := sync.OnceValue(func() error { return <-live })
 	muts := make([]mutation, len(ms))
-	seen := make(map[string]bool, len(ms))
 	for i, m := range ms {
+		muts[i] = mutation{Mutation: m, put: puts[i], shard: shardOf(m.Key, n), bucketOK: bucketOK}
+	}
+	err = s.commit(ctx, b, muts)
+	// A bucket that is gone explains any other failure.
+	if berr := bucketOK(); berr != nil {
+		return fmt.Errorf("commit %s: %w", b.Name, s.wrap(ctx, berr))
+	}
+	return err
+}
+
+// commit checks and then applies muts.
+func (s *Store) commit(ctx context.Context, b meta.Bucket, muts []mutation) error {
+	seen := make(map[string]bool, len(muts))
+	for i := range muts {
 		mu := &muts[i]
-		mu.Mutation, mu.put, mu.shard = m, puts[i], shardOf(m.Key, n)
 		err := s.completing(ctx, b, mu)
 		// One mutation checks itself as it applies.
-		if err == nil && len(ms) > 1 && !seen[m.Key] {
+		if err == nil && len(muts) > 1 && !seen[mu.Key] {
 			_, err = s.plan(ctx, b, mu, nil)
 		}
 		if err != nil {
-			return fmt.Errorf("commit %s/%s: %w", b.Name, m.Key, s.wrap(ctx, err))
+			return fmt.Errorf("commit %s/%s: %w", b.Name, mu.Key, s.wrap(ctx, err))
 		}
-		seen[m.Key] = true
+		seen[mu.Key] = true
 	}
 	for i := range muts {
 		mu := &muts[i]
@@ -81,7 +95,7 @@ func checkMutation(m meta.Mutation) error {
 	if m.Put != nil && m.Put.Key != m.Key {
 		return fmt.Errorf("put of key %q in a mutation of another key: %w", m.Put.Key, meta.ErrInvalidArgument)
 	}
-	if m.Put != nil && m.Put.ID == m.Delete {
+	if m.Put != nil && !m.Delete.IsZero() && m.Put.ID == m.Delete {
 		return fmt.Errorf("mutation deletes the row %s it puts: %w", m.Delete, meta.ErrInvalidArgument)
 	}
 	if m.CompleteUpload != "" {
@@ -99,6 +113,8 @@ type mutation struct {
 	// row it writes may be there already: a Complete that wrote the row
 	// and then failed to finish the upload is being repeated.
 	resume bool
+	// bucketOK waits for the check that the bucket still exists.
+	bucketOK func() error
 }
 
 // completing checks that the upload mu completes, if any, is Completing,
@@ -140,13 +156,16 @@ func (s *Store) applyRows(ctx context.Context, b meta.Bucket, mu *mutation) erro
 			case bytes.Equal(st.seq, tok):
 				return true, nil
 			case mu.Put == nil && !bytes.Equal(st.seq, prev):
-				return false, errors.New("a write of unknown outcome was followed by another writer's")
+				return false, fmt.Errorf("outcome unknown: a write timed out and another writer's followed: %w", meta.ErrUnavailable)
 			}
 			mu.resume = mu.resume || mu.Put != nil
 		}
 		c, err := s.plan(ctx, b, mu, st)
 		if err != nil || c == nil {
 			return err == nil, err
+		}
+		if err := mu.bucketOK(); err != nil {
+			return false, err
 		}
 		prev = st.seq
 		return s.execCAS(ctx, s.batch(b, mu, st, c, tok)...)
@@ -234,14 +253,17 @@ func (s *Store) plan(ctx context.Context, b meta.Bucket, mu *mutation, st *keySt
 			return nil, err
 		}
 	}
+	exists, err := s.exist(ctx, b, mu, st)
+	if err != nil {
+		return nil, err
+	}
+	if mu.Put != nil && mu.resume && exists[string(mu.Put.ID[:])] {
+		return nil, nil // this mutation's own earlier write
+	}
 	if mu.Check != nil {
 		if err := mu.Check(head); err != nil {
 			return nil, err
 		}
-	}
-	exists, err := s.exist(ctx, b, mu, st)
-	if err != nil {
-		return nil, err
 	}
 	c := &change{null: st.null}
 	remove := func(id []byte) {
@@ -262,8 +284,6 @@ func (s *Store) plan(ctx context.Context, b meta.Bucket, mu *mutation, st *keySt
 	}
 	if p := mu.Put; p != nil {
 		switch {
-		case exists[string(p.ID[:])] && mu.resume:
-			return nil, nil // this mutation's own earlier write
 		case exists[string(p.ID[:])]:
 			return nil, fmt.Errorf("version %s: %w", p.ID, errIDTaken)
 		case p.Null && c.null != nil:
@@ -328,7 +348,7 @@ func (s *Store) GetNull(ctx context.Context, b meta.Bucket, key string) (*meta.V
 	n, err := shards(b)
 	var id []byte
 	if err == nil {
-		err = s.session.Query(s.q.nullID, int64(b.ID), shardOf(key, n), []byte(key)).WithContext(ctx).Scan(&id)
+		err = s.session.Query(s.q.nullID, int64(b.ID), shardOf(key, n), blob(key)).WithContext(ctx).Scan(&id)
 	}
 	var v *meta.Version
 	switch {
@@ -350,7 +370,7 @@ func (s *Store) getRow(ctx context.Context, b meta.Bucket, key string, id []byte
 		return nil, err
 	}
 	var got, row []byte
-	err = s.session.Query(s.q.rows, int64(b.ID), shardOf(key, n), []byte(key), [][]byte{id}).WithContext(ctx).Scan(&got, &row)
+	err = s.session.Query(s.q.rows, int64(b.ID), shardOf(key, n), blob(key), [][]byte{id}).WithContext(ctx).Scan(&got, &row)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return nil, meta.ErrNoSuchVersion
 	}
