@@ -17,7 +17,8 @@ import (
 // filters) is refused with NotImplemented rather than stored and ignored.
 
 // lifecycleConfiguration is the body of Get/PutBucketLifecycleConfiguration.
-// Pointers tell an element given as empty or zero from one not given.
+// Pointers tell an element given as empty or zero from one not given, and
+// leave the ones not given out of a rendered rule.
 type lifecycleConfiguration struct {
 	XMLName xml.Name        `xml:"LifecycleConfiguration"`
 	Xmlns   string          `xml:"xmlns,attr,omitempty"`
@@ -26,11 +27,11 @@ type lifecycleConfiguration struct {
 }
 
 type lifecycleRule struct {
-	ID                             string               `xml:",omitempty"`
-	Prefix                         *string              `xml:",omitempty"` // the legacy filter
-	Filter                         *lifecycleFilter     `xml:",omitempty"`
-	Status                         string               `xml:",omitempty"`
-	Expiration                     *lifecycleExpiration `xml:",omitempty"`
+	ID                             string
+	Prefix                         *string // the legacy filter
+	Filter                         *lifecycleFilter
+	Status                         string
+	Expiration                     *lifecycleExpiration
 	NoncurrentVersionExpiration    *noncurrentExpiration
 	AbortIncompleteMultipartUpload *abortIncompleteUpload
 	Transitions                    []struct{} `xml:"Transition"`
@@ -40,7 +41,7 @@ type lifecycleRule struct {
 
 type lifecycleFilter struct {
 	Prefix *string
-	And    *lifecycleAnd `xml:",omitempty"`
+	And    *lifecycleAnd
 	lifecyclePredicates
 }
 
@@ -53,26 +54,26 @@ type lifecycleAnd struct {
 // objects carry no tags, and sizes are not filtered on.
 type lifecyclePredicates struct {
 	Tags                  []struct{} `xml:"Tag"`
-	ObjectSizeGreaterThan *string    `xml:",omitempty"`
-	ObjectSizeLessThan    *string    `xml:",omitempty"`
+	ObjectSizeGreaterThan *string
+	ObjectSizeLessThan    *string
 	unknownElements
 }
 
 type lifecycleExpiration struct {
-	Date                      *string `xml:",omitempty"`
-	Days                      *int    `xml:",omitempty"`
-	ExpiredObjectDeleteMarker *bool   `xml:",omitempty"`
+	Date                      *string
+	Days                      *int
+	ExpiredObjectDeleteMarker *bool
 	unknownElements
 }
 
 type noncurrentExpiration struct {
-	NoncurrentDays          *int `xml:",omitempty"`
-	NewerNoncurrentVersions *int `xml:",omitempty"`
+	NoncurrentDays          *int
+	NewerNoncurrentVersions *int
 	unknownElements
 }
 
 type abortIncompleteUpload struct {
-	DaysAfterInitiation *int `xml:",omitempty"`
+	DaysAfterInitiation *int
 	unknownElements
 }
 
