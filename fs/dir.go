@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -23,6 +24,9 @@ type dirNode struct {
 
 	mu     sync.Mutex
 	marker *meta.Version // the last known marker; nil when there is none
+	// read is when the marker was last read from the store (zero: it
+	// must be read again).
+	read time.Time
 }
 
 var (
@@ -77,22 +81,41 @@ func (n *dirNode) attr(out *fuse.Attr) {
 	n.fsys.dirAttr(n.marker, out)
 }
 
-// known records marker as the directory's and fills out with its
-// attributes.
+// known records marker, just read from the store, as the directory's and
+// fills out with its attributes.
 func (n *dirNode) known(marker *meta.Version, out *fuse.Attr) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.marker = marker
+	n.marker, n.read = marker, time.Now()
 	n.fsys.dirAttr(marker, out)
 }
 
-// Getattr reads the marker again, unless a change of it is queued: then
-// the node knows it better than the store. A directory whose keys are all
-// gone keeps its last attributes: it may be some process's working
-// directory.
+// fresh reports whether the marker was read from the store within the
+// attribute timeout.
+func (n *dirNode) fresh() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return time.Since(n.read) < n.fsys.opts.AttrTimeout
+}
+
+// forget makes the next Getattr read the marker from the store.
+func (n *dirNode) forget() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.read = time.Time{}
+}
+
+// Getattr reads the marker again, unless a change of it is queued (the
+// node knows it better than the store) or it was read within the
+// attribute timeout: the kernel drops a directory's attributes whenever
+// an entry in it changes, and asks again on the next path walk through
+// it, but entries do not change the marker, and a change of the marker
+// made by another process may show that late anyway (one made in this
+// process invalidates at once). A directory whose keys are all gone keeps
+// its last attributes: it may be some process's working directory.
 func (n *dirNode) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	p, ok := n.path()
-	if ok && p != "" && !n.fsys.j.pendingKey(p+"/") {
+	if ok && p != "" && !n.fsys.j.pendingKey(p+"/") && !n.fresh() {
 		st, err := n.fsys.svc.Stat(ctx, n.fsys.bucket, p)
 		if err != nil {
 			return n.fsys.errno("stat "+p, err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,13 @@ import (
 // base. Every handle of a file shares its draft, so they see each other's
 // writes as on a local disk.
 //
+// A file written from its start and in order is streamed instead (see
+// stream): its bytes go straight to the chunk store. Any other access (a
+// read, a write elsewhere, a truncation) ends the stream first: what was
+// streamed becomes a version, prepared but not committed, that the draft
+// then edits like any base. The staging file is only created when a
+// write needs it: creating one costs about as much as creating a file.
+//
 // A commit turns the draft into one new version (see commit) and rebases
 // the draft on it. The staging file holds zeros everywhere outside the
 // dirty ranges, so when nothing of the base survives it is the file.
@@ -30,14 +38,17 @@ type draft struct {
 	fsys *fsys
 	refs int // handles using the draft; guarded by the file node's mutex
 
-	mu    sync.Mutex
-	base  *meta.Version // nil for a file not committed yet
-	baseR *data.ReaderAt
-	stage *os.File
-	dirty extents
-	keep  int64 // the bytes [0, keep) of the base are still the file's
-	size  int64
-	attrs object.Attrs // of the next version; POSIX always set
+	mu     sync.Mutex
+	base   *meta.Version // nil for a file not committed yet
+	baseR  *data.ReaderAt
+	stage  *os.File // nil until needed
+	stream *stream  // the file's bytes so far, while they are streamed
+	// broken is why the draft's bytes are lost: a stream that failed.
+	broken error
+	dirty  extents
+	keep   int64 // the bytes [0, keep) of the base are still the file's
+	size   int64
+	attrs  object.Attrs // of the next version; POSIX always set
 	// data and meta say whether the bytes or only the attributes changed
 	// since the base: they decide how a commit writes the new version.
 	data, meta bool
@@ -48,18 +59,9 @@ type draft struct {
 // newDraft starts a draft of base, or, when base is nil, of a new empty
 // file with attributes attrs (whose POSIX must be set).
 func (f *fsys) newDraft(base *meta.Version, attrs object.Attrs) (*draft, error) {
-	stage, err := os.CreateTemp(f.opts.StagingDir, "draft-")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Remove(stage.Name()); err != nil {
-		stage.Close()
-		return nil, err
-	}
-	d := &draft{fsys: f, stage: stage, attrs: attrs, data: base == nil}
+	d := &draft{fsys: f, attrs: attrs, data: base == nil}
 	if base != nil {
 		if err := d.rebase(base); err != nil {
-			stage.Close()
 			return nil, err
 		}
 	}
@@ -72,8 +74,10 @@ func (d *draft) rebase(v *meta.Version) error {
 	if err != nil {
 		return err
 	}
-	if err := d.stage.Truncate(0); err != nil {
-		return err
+	if d.stage != nil {
+		if err := d.stage.Truncate(0); err != nil {
+			return err
+		}
 	}
 	d.base, d.baseR, d.dirty = v, r, nil
 	d.keep, d.size = v.Size, v.Size
@@ -82,19 +86,94 @@ func (d *draft) rebase(v *meta.Version) error {
 	return nil
 }
 
-func (d *draft) close() error { return d.stage.Close() }
+// staging returns the staging file, creating it on first use. It is
+// unlinked at once, so that a crash leaves nothing behind.
+func (d *draft) staging() (*os.File, error) {
+	if d.stage != nil {
+		return d.stage, nil
+	}
+	f, err := os.CreateTemp(d.fsys.opts.StagingDir, "draft-")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	d.stage = f
+	return f, nil
+}
 
-// writeAt stages p at off.
-func (d *draft) writeAt(p []byte, off int64) error {
+// close lets go of the draft, dropping what was not committed.
+func (d *draft) close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, err := d.stage.WriteAt(p, off); err != nil {
-		return err
+	if d.stream != nil {
+		d.stream.abandon()
+		d.stream = nil
 	}
-	d.dirty.add(off, int64(len(p)))
+	if d.stage == nil {
+		return nil
+	}
+	return d.stage.Close()
+}
+
+// writeAt writes p at off. key names the file, for a stream to start;
+// ok is false when it has none (the file was unlinked).
+func (d *draft) writeAt(p []byte, off int64, key func() (string, bool)) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.broken != nil {
+		return d.broken
+	}
+	if d.stream == nil && off == 0 && d.size == 0 && d.keep == 0 {
+		if k, ok := key(); ok {
+			d.stream = d.fsys.startStream(k, d.attrs)
+		}
+	}
+	switch s := d.stream; {
+	case s != nil && off == s.n:
+		if err := s.write(p); err != nil {
+			d.broken = err
+			return err
+		}
+	default:
+		if err := d.unstream(); err != nil {
+			return err
+		}
+		stage, err := d.staging()
+		if err != nil {
+			return err
+		}
+		if _, err := stage.WriteAt(p, off); err != nil {
+			return err
+		}
+		d.dirty.add(off, int64(len(p)))
+	}
 	d.size = max(d.size, off+int64(len(p)))
 	d.wrote = true
 	d.touch()
+	return nil
+}
+
+// unstream ends the stream, if there is one: what it took becomes the
+// draft's base, a version prepared and never to be committed itself, so
+// the draft goes on as a change of every byte of it.
+func (d *draft) unstream() error {
+	s := d.stream
+	if s == nil {
+		return d.broken
+	}
+	d.stream = nil
+	_, v, err := s.end(d.attrs)
+	if err != nil {
+		d.broken = err
+		return err
+	}
+	if err := d.rebase(v); err != nil {
+		return err
+	}
+	d.data = true
 	return nil
 }
 
@@ -123,9 +202,14 @@ func (d *draft) truncate(size int64) error {
 }
 
 func (d *draft) resize(size int64) error {
+	if err := d.unstream(); err != nil {
+		return err
+	}
 	if size < d.size {
-		if err := d.stage.Truncate(size); err != nil {
-			return err
+		if d.stage != nil {
+			if err := d.stage.Truncate(size); err != nil {
+				return err
+			}
 		}
 		d.dirty.cut(size)
 		d.keep = min(d.keep, size)
@@ -185,6 +269,9 @@ func (d *draft) readAt(ctx context.Context, p []byte, off int64) (int, error) {
 }
 
 func (d *draft) readAtLocked(ctx context.Context, p []byte, off int64) (int, error) {
+	if err := d.unstream(); err != nil {
+		return 0, err
+	}
 	if off >= d.size {
 		return 0, io.EOF
 	}
@@ -215,6 +302,22 @@ func (d *draft) readAtLocked(ctx context.Context, p []byte, off int64) (int, err
 	return len(p), nil
 }
 
+// body returns the file's bytes when nothing of the base survives: the
+// staging file, which holds zeros outside the ranges written.
+func (d *draft) body() (io.Reader, error) {
+	if d.size == 0 {
+		return strings.NewReader(""), nil
+	}
+	stage, err := d.staging()
+	if err != nil {
+		return nil, err
+	}
+	if err := stage.Truncate(d.size); err != nil {
+		return nil, err
+	}
+	return io.NewSectionReader(stage, 0, d.size), nil
+}
+
 // lockedReader reads a draft whose mutex its caller holds, for a commit.
 type lockedReader struct {
 	ctx context.Context
@@ -237,6 +340,7 @@ func (r lockedReader) ReadAt(p []byte, off int64) (int, error) {
 //   - only attributes: a metadata-only version sharing the base's bytes
 //     (object.ReplaceAttrs), or the latest bytes of key if the file has
 //     moved since the base (with its directory: object.UpdateAttrs);
+//   - the file was streamed: the stream's Put, with its real MD5 as ETag;
 //   - nothing of the base survives (a new file, or one truncated to zero
 //     and rewritten): the staging file is the file, stored by object.Put
 //     with its real MD5 as ETag;
@@ -248,10 +352,23 @@ func (r lockedReader) ReadAt(p []byte, off int64) (int, error) {
 func (d *draft) commit(ctx context.Context, key string, failed func(error)) (*meta.Version, *change, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	f := d.fsys
+	if s := d.stream; s != nil && s.key == key {
+		d.stream = nil
+		p, v, err := s.end(d.attrs)
+		if err != nil {
+			d.broken = err
+			return nil, nil, err
+		}
+		return v, f.j.add(p, failed), d.rebase(v)
+	}
+	// A stream of another key: the file has moved with its directory.
+	if err := d.unstream(); err != nil {
+		return nil, nil, err
+	}
 	if !d.data && !d.meta {
 		return nil, nil, nil
 	}
-	f := d.fsys
 	a := d.attrs
 	moved := d.base != nil && d.base.Key != key
 	if moved {
@@ -269,10 +386,11 @@ func (d *draft) commit(ctx context.Context, key string, failed func(error)) (*me
 			})
 		case d.keep == 0:
 			a.Checksums = nil
-			if err := d.stage.Truncate(d.size); err != nil {
+			body, err := d.body()
+			if err != nil {
 				return err
 			}
-			v, err = s.Put(ctx, f.bucket, key, io.NewSectionReader(d.stage, 0, d.size), object.PutOptions{Attrs: a, Size: d.size})
+			v, err = s.Put(ctx, f.bucket, key, body, object.PutOptions{Attrs: a, Size: d.size})
 		default:
 			a.Checksums = nil
 			rewrite := slices.Clone(d.dirty)

@@ -146,7 +146,7 @@ func (n *fileNode) refreshLocked(ctx context.Context) {
 	switch {
 	case err == nil:
 		n.v = v
-	case meta.IsNotFound(err):
+	case meta.IsNotFound(err), errors.Is(err, meta.ErrNoSuchBucket):
 		n.v = nil
 	default:
 		n.stale.Store(true) // try again next time
@@ -176,11 +176,10 @@ func (n *fileNode) headLocked(ctx context.Context) (*meta.Version, syscall.Errno
 	return n.v, 0
 }
 
+// Getattr reports the inode's attributes, whatever handle asks: the
+// kernel keeps one set per inode, so a handle still reading an older
+// version must not set them back to that version's.
 func (n *fileNode) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if h, ok := fh.(*readHandle); ok {
-		n.fsys.fileAttr(h.v, &out.Attr)
-		return 0
-	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.refreshLocked(ctx)
@@ -524,7 +523,7 @@ func (h *draftHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 }
 
 func (h *draftHandle) Write(ctx context.Context, p []byte, off int64) (uint32, syscall.Errno) {
-	if err := h.d.writeAt(p, off); err != nil {
+	if err := h.d.writeAt(p, off, h.n.path); err != nil {
 		return 0, h.n.fsys.errno("write", err)
 	}
 	return uint32(len(p)), 0

@@ -83,6 +83,8 @@ type fsys struct {
 	j     *journal
 	// invalid makes the kernel forget what it cached about a key.
 	invalid func(key string)
+	// streams holds a token per file being streamed (see stream).
+	streams chan struct{}
 }
 
 // node is embedded in every node type.

@@ -39,7 +39,7 @@ func Mount(ctx context.Context, svc *object.Service, bucket, dir string, o Optio
 	if err := os.MkdirAll(o.StagingDir, 0o700); err != nil {
 		return nil, fmt.Errorf("staging directory: %w", err)
 	}
-	f := &fsys{svc: svc, bucket: bucket, opts: o, log: o.Logger, start: time.Now()}
+	f := &fsys{svc: svc, bucket: bucket, opts: o, log: o.Logger, start: time.Now(), streams: make(chan struct{}, maxStreams)}
 	if f.log == nil {
 		f.log = slog.Default()
 	}

@@ -104,6 +104,9 @@ func (q *invalidator) invalidate(key string, failed bool) {
 			in.NotifyEntry(name)
 			return
 		case last && marker:
+			if d, ok := ch.Operations().(*dirNode); ok {
+				d.forget()
+			}
 			ch.NotifyContent(-1, 0) // attributes only
 			return
 		case last && failed && !ch.IsDir():

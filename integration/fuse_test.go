@@ -866,7 +866,7 @@ func TestFUSEOpenHandleKeepsItsVersion(t *testing.T) {
 	}
 }
 
-func TestFUSEFailedCommitFailsTheClose(t *testing.T) {
+func TestFUSEFailedCommitFailsTheFsync(t *testing.T) {
 	f := newFUSEMount(t, fs.Options{})
 	file, err := os.Create(f.path("doomed"))
 	if err != nil {
@@ -878,7 +878,8 @@ func TestFUSEFailedCommitFailsTheClose(t *testing.T) {
 	if err := f.svc.DeleteBucket(f.ctx, "bkt"); err != nil { // empty: nothing committed yet
 		t.Fatal(err)
 	}
-	fuseWantErrno(t, "close after the bucket was deleted", file.Close(), syscall.EIO)
+	fuseWantErrno(t, "fsync after the bucket was deleted", file.Sync(), syscall.EIO)
+	file.Close()
 	// Once released, the file that never made it is gone, not broken.
 	fuseEventually(t, "stat of the file whose commit failed", func() error {
 		if _, err := os.Stat(f.path("doomed")); !errors.Is(err, os.ErrNotExist) {
