@@ -16,7 +16,8 @@ func (s *Store) CreateAccessKey(ctx context.Context, k meta.AccessKey) error {
 		ctx, cancel := s.bound(ctx)
 		defer cancel()
 		err = s.wrap(ctx, s.lwt(ctx, accessKeysPartition, func(unsure bool) (bool, error) {
-			return true, s.insert(ctx, s.q.createAccessKey, []any{s.ns, k.ID, data}, s.q.accessKey, []any{s.ns, k.ID}, data, unsure, meta.ErrAccessKeyExists)
+			r := record{s.q.createAccessKey, s.q.accessKey, []any{s.ns, k.ID}}
+			return true, s.create(ctx, r, data, unsure, meta.ErrAccessKeyExists)
 		}))
 	}
 	if err != nil {

@@ -31,7 +31,8 @@ func (s *Store) CreateBucket(ctx context.Context, b meta.Bucket) error {
 		ctx, cancel := s.bound(ctx)
 		defer cancel()
 		err = s.wrap(ctx, s.lwt(ctx, bucketsPartition, func(unsure bool) (bool, error) {
-			return true, s.insert(ctx, s.q.createBucket, []any{s.ns, b.Name, data}, s.q.bucket, []any{s.ns, b.Name}, data, unsure, meta.ErrBucketExists)
+			r := record{s.q.createBucket, s.q.bucket, []any{s.ns, b.Name}}
+			return true, s.create(ctx, r, data, unsure, meta.ErrBucketExists)
 		}))
 	}
 	if err != nil {
@@ -40,17 +41,24 @@ func (s *Store) CreateBucket(ctx context.Context, b meta.Bucket) error {
 	return nil
 }
 
-// insert runs insertCQL, an INSERT … IF NOT EXISTS of data, and fails
-// with exists if the record is there already — unless, after a write of
-// unknown outcome, what is there is data: then the earlier write took.
-// getCQL reads the record back.
-func (s *Store) insert(ctx context.Context, insertCQL string, args []any, getCQL string, key []any, data []byte, unsure bool, exists error) error {
-	applied, err := s.session.Query(insertCQL, args...).MapScanCASContext(ctx, map[string]any{})
+// A record is a one-blob record that a create inserts if it is absent:
+// the CQL that inserts it (taking key, then the blob), the CQL that
+// reads it (taking key), and its key.
+type record struct {
+	insert, get string
+	key         []any
+}
+
+// create inserts data as r, failing with exists if r is there already —
+// unless, after a write of unknown outcome, what is there is data: then
+// the earlier write took.
+func (s *Store) create(ctx context.Context, r record, data []byte, unsure bool, exists error) error {
+	applied, err := s.session.Query(r.insert, append(r.key[:len(r.key):len(r.key)], data)...).MapScanCASContext(ctx, map[string]any{})
 	if err != nil || applied {
 		return err
 	}
 	if unsure {
-		cur, err := s.get(ctx, getCQL, key...)
+		cur, err := s.get(ctx, r.get, r.key...)
 		if err == nil && bytes.Equal(cur, data) {
 			return nil
 		}
@@ -61,7 +69,7 @@ func (s *Store) insert(ctx context.Context, insertCQL string, args []any, getCQL
 // readAll decodes every one-column record cql selects.
 func readAll[T any](ctx context.Context, s *Store, decode func([]byte) (T, error), cql string, args ...any) ([]T, error) {
 	var out []T
-	it := s.session.Query(cql, args...).WithContext(ctx).Iter()
+	it := s.session.Query(cql, args...).IterContext(ctx)
 	var derr error
 	for data := []byte(nil); derr == nil && it.Scan(&data); {
 		var r T
@@ -214,12 +222,13 @@ func (s *Store) DeleteBucket(ctx context.Context, name string) error {
 		}
 		return s.session.Query(s.q.deleteBucket, s.ns, name, data).MapScanCASContext(ctx, map[string]any{})
 	})
-	if err == nil {
-		err = s.dropUploads(ctx, b)
-	}
 	if err != nil {
 		return fmt.Errorf("delete bucket %s: %w", name, s.wrap(ctx, err))
 	}
+	// The bucket is gone, and with it every way to reach its upload
+	// records: removing them only saves space, and failing to is no
+	// failure of the delete.
+	_ = s.dropUploads(ctx, b)
 	return nil
 }
 
@@ -233,14 +242,14 @@ func (s *Store) checkEmpty(ctx context.Context, b meta.Bucket) error {
 	}
 	return fanOut(ctx, int(n), func(ctx context.Context, shard int) error {
 		var key []byte
-		err := s.session.Query(s.q.anyRow, int64(b.ID), shard).WithContext(ctx).Scan(&key)
+		err := s.session.Query(s.q.anyRow, int64(b.ID), shard).ScanContext(ctx, &key)
 		switch {
 		case err == nil:
 			return fmt.Errorf("key %q has rows: %w", key, meta.ErrBucketNotEmpty)
 		case !errors.Is(err, gocql.ErrNotFound):
 			return err
 		}
-		it := s.session.Query(s.q.uploadStates, int64(b.ID), shard).WithContext(ctx).Iter()
+		it := s.session.Query(s.q.uploadStates, int64(b.ID), shard).IterContext(ctx)
 		var id []byte
 		var state int8
 		for it.Scan(&key, &id, &state) {

@@ -217,7 +217,7 @@ type keyState struct {
 // conditional write of the partition still in flight.
 func (s *Store) readKey(ctx context.Context, b meta.Bucket, mu *mutation) (*keyState, error) {
 	k := []byte(mu.Key)
-	it := s.session.Query(s.q.keyState, int64(b.ID), mu.shard, k, k).Consistency(s.serial).WithContext(ctx).Iter()
+	it := s.session.Query(s.q.keyState, int64(b.ID), mu.shard, k, k).Consistency(s.serial).IterContext(ctx)
 	st := &keyState{}
 	var (
 		kind            int8
@@ -315,7 +315,7 @@ func (s *Store) exist(ctx context.Context, b meta.Bucket, mu *mutation, st *keyS
 	if len(ask) == 0 {
 		return exists, nil
 	}
-	it := s.session.Query(s.q.rows, int64(b.ID), mu.shard, []byte(mu.Key), ask).WithContext(ctx).Iter()
+	it := s.session.Query(s.q.rows, int64(b.ID), mu.shard, []byte(mu.Key), ask).IterContext(ctx)
 	var id, row []byte
 	for it.Scan(&id, &row) {
 		exists[string(id)] = true
@@ -348,7 +348,7 @@ func (s *Store) GetNull(ctx context.Context, b meta.Bucket, key string) (*meta.V
 	n, err := shards(b)
 	var id []byte
 	if err == nil {
-		err = s.session.Query(s.q.nullID, int64(b.ID), shardOf(key, n), blob(key)).WithContext(ctx).Scan(&id)
+		err = s.session.Query(s.q.nullID, int64(b.ID), shardOf(key, n), blob(key)).ScanContext(ctx, &id)
 	}
 	var v *meta.Version
 	switch {
@@ -370,7 +370,7 @@ func (s *Store) getRow(ctx context.Context, b meta.Bucket, key string, id []byte
 		return nil, err
 	}
 	var got, row []byte
-	err = s.session.Query(s.q.rows, int64(b.ID), shardOf(key, n), blob(key), [][]byte{id}).WithContext(ctx).Scan(&got, &row)
+	err = s.session.Query(s.q.rows, int64(b.ID), shardOf(key, n), blob(key), [][]byte{id}).ScanContext(ctx, &got, &row)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return nil, meta.ErrNoSuchVersion
 	}

@@ -19,12 +19,11 @@ type queries struct {
 	lease, createLease, updateLease, deleteLease              string
 
 	// objects: the head row (kind 0) and version rows (kind 1) of a key.
-	keyState, rows, nullID, scan, scanTo, anyRow          string
-	insertHead, updateHead, touchHead, deleteHead         string
-	insertRow, insertNewRow, deleteRow                    string
-	upload, createUpload, updateUpload, guardUpload       string
-	deleteUpload, part, parts, partsTo, putPart, delParts string
-	scanUploads, scanUploadsTo, uploadStates, dropUploads string
+	keyState, rows, nullID, scan, scanTo, anyRow             string
+	insertHead, updateHead, deleteHead, insertRow, deleteRow string
+	upload, createUpload, updateUpload, guardUpload          string
+	deleteUpload, part, parts, partsTo, putPart, delParts    string
+	scanUploads, scanUploadsTo, uploadStates, dropUploads    string
 }
 
 func newQueries(ks string) queries {
@@ -59,21 +58,20 @@ func newQueries(ks string) queries {
 			WHERE $obj AND kind = 1 AND (key, version_id) >= (?, ?) LIMIT ?`),
 		scanTo: q(`SELECT key, version_id, row FROM $ks.objects
 			WHERE $obj AND kind = 1 AND (key, version_id) >= (?, ?) AND (key) < (?) LIMIT ?`),
-		anyRow:       q(`SELECT key FROM $ks.objects WHERE $obj LIMIT 1`),
-		insertHead:   q(`INSERT INTO $ks.objects (bucket_id, shard, kind, key, version_id, seq, null_id) VALUES (?, ?, 0, ?, 0x, ?, ?) IF NOT EXISTS`),
-		updateHead:   q(`UPDATE $ks.objects SET seq = ?, null_id = ? WHERE $head IF seq = ?`),
-		touchHead:    q(`UPDATE $ks.objects SET seq = ? WHERE $head IF EXISTS`),
-		deleteHead:   q(`DELETE FROM $ks.objects WHERE $head IF seq = ?`),
-		insertRow:    q(`INSERT INTO $ks.objects (bucket_id, shard, kind, key, version_id, row) VALUES (?, ?, 1, ?, ?, ?)`),
-		insertNewRow: q(`INSERT INTO $ks.objects (bucket_id, shard, kind, key, version_id, row) VALUES (?, ?, 1, ?, ?, ?) IF NOT EXISTS`),
-		deleteRow:    q(`DELETE FROM $ks.objects WHERE $obj AND kind = 1 AND key = ? AND version_id = ?`),
+		anyRow:     q(`SELECT key FROM $ks.objects WHERE $obj LIMIT 1`),
+		insertHead: q(`INSERT INTO $ks.objects (bucket_id, shard, kind, key, version_id, seq, null_id) VALUES (?, ?, 0, ?, 0x, ?, ?) IF NOT EXISTS`),
+		updateHead: q(`UPDATE $ks.objects SET seq = ?, null_id = ? WHERE $head IF seq = ?`),
+		deleteHead: q(`DELETE FROM $ks.objects WHERE $head IF seq = ?`),
+		insertRow:  q(`INSERT INTO $ks.objects (bucket_id, shard, kind, key, version_id, row) VALUES (?, ?, 1, ?, ?, ?)`),
+		deleteRow:  q(`DELETE FROM $ks.objects WHERE $obj AND kind = 1 AND key = ? AND version_id = ?`),
 
-		upload:       q(`SELECT data FROM $ks.uploads WHERE $up`),
-		createUpload: q(`INSERT INTO $ks.uploads (bucket_id, shard, kind, key, upload_id, part, data, state) VALUES (?, ?, 0, ?, ?, 0, ?, ?) IF NOT EXISTS`),
+		upload: q(`SELECT data FROM $ks.uploads WHERE $up`),
+		createUpload: q(fmt.Sprintf(`INSERT INTO $ks.uploads (bucket_id, shard, kind, key, upload_id, part, data, state)
+			VALUES (?, ?, 0, ?, ?, 0, ?, %d) IF NOT EXISTS`, meta.Uploading)),
 		updateUpload: q(`UPDATE $ks.uploads SET data = ?, state = ? WHERE $up IF data = ?`),
 		// A no-op write whose condition keeps a part out of an upload
 		// that is no longer Uploading.
-		guardUpload:  q(`UPDATE $ks.uploads SET state = ? WHERE $up IF state = ?`),
+		guardUpload:  q(fmt.Sprintf(`UPDATE $ks.uploads SET state = %[1]d WHERE $up IF state = %[1]d`, meta.Uploading)),
 		deleteUpload: q(`DELETE FROM $ks.uploads WHERE $up IF EXISTS`),
 		part:         q(`SELECT data FROM $ks.uploads WHERE $obj AND kind = 1 AND key = ? AND upload_id = ? AND part = ?`),
 		parts:        q(`SELECT data FROM $ks.uploads WHERE $obj AND kind = 1 AND key = ? AND upload_id = ? AND part > ?`),

@@ -292,7 +292,7 @@ func (s *Store) fetchRows(b meta.Bucket) fetchFunc {
 		if end != "" {
 			q = s.session.Query(s.q.scanTo, int64(b.ID), shard, blob(from.key), blob(from.id), blob(end), limit)
 		}
-		return readItems(q.WithContext(ctx).Iter(), limit)
+		return readItems(q.IterContext(ctx), limit)
 	}
 }
 

@@ -307,7 +307,7 @@ func (s *Store) ensureSchema(ctx context.Context, keyspace, replication string) 
 		}
 		have := map[string]bool{}
 		it := s.session.Query(`SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?`,
-			keyspace, t.name).WithContext(ctx).Iter()
+			keyspace, t.name).IterContext(ctx)
 		for col := ""; it.Scan(&col); {
 			have[col] = true
 		}
@@ -367,8 +367,7 @@ func unavailable(err error) bool {
 		casUnkown *gocql.RequestErrCASWriteUnknown
 	)
 	for _, e := range []error{gocql.ErrNoConnections, gocql.ErrTimeoutNoResponse, gocql.ErrConnectionClosed,
-		gocql.ErrNoStreams, gocql.ErrTooManyTimeouts, gocql.ErrSessionClosed, gocql.ErrNoConnectionsStarted,
-		gocql.ErrHostQueryFailed, gocql.ErrUnavailable} {
+		gocql.ErrNoStreams, gocql.ErrSessionClosed, gocql.ErrNoConnectionsStarted, gocql.ErrUnavailable} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -83,9 +83,9 @@ func (s *Store) CreateUpload(ctx context.Context, b meta.Bucket, u *meta.Upload)
 		defer cancel()
 		err = s.liveBucket(ctx, b)
 		if err == nil {
-			args := append(upArgs(b, shard, u.Key, u.ID), data, int8(u.State))
+			r := record{s.q.createUpload, s.q.upload, upArgs(b, shard, u.Key, u.ID)}
 			err = s.lwt(ctx, partition{tableUploads, b.ID, shard}, func(unsure bool) (bool, error) {
-				return true, s.insert(ctx, s.q.createUpload, args, s.q.upload, upArgs(b, shard, u.Key, u.ID), data, unsure, errUploadIDTaken)
+				return true, s.create(ctx, r, data, unsure, errUploadIDTaken)
 			})
 		}
 		err = s.wrap(ctx, err)
@@ -207,7 +207,7 @@ func (s *Store) listUploads(ctx context.Context, b meta.Bucket, o meta.UploadLis
 		if end != "" {
 			q = s.session.Query(s.q.scanUploadsTo, int64(b.ID), shard, blob(from.key), blob(from.id), blob(end), limit)
 		}
-		return readItems(q.WithContext(ctx).Iter(), limit)
+		return readItems(q.IterContext(ctx), limit)
 	}
 	m := s.newMerge(ctx, n, fetch, start, meta.PrefixEnd(o.Prefix))
 	var us []*meta.Upload
@@ -242,18 +242,16 @@ func (s *Store) PutPart(ctx context.Context, b meta.Bucket, key, id string, p *m
 		data, err = meta.MarshalPart(p)
 	}
 	if err == nil {
-		uploading := int8(meta.Uploading)
-		partArgs := append(upArgs(b, shard, key, id), p.Number)
 		err = s.lwt(ctx, partition{tableUploads, b.ID, shard}, func(unsure bool) (bool, error) {
 			applied, err := s.execCAS(ctx,
-				stmt{s.q.guardUpload, append([]any{uploading}, append(upArgs(b, shard, key, id), uploading)...)},
-				stmt{s.q.putPart, append(partArgs[:len(partArgs):len(partArgs)], data)})
+				stmt{s.q.guardUpload, upArgs(b, shard, key, id)},
+				stmt{s.q.putPart, append(upArgs(b, shard, key, id), p.Number, data)})
 			if err != nil || applied {
 				return applied, err
 			}
 			if unsure {
 				// The part is there as written: the earlier attempt took.
-				cur, err := s.get(ctx, s.q.part, partArgs...)
+				cur, err := s.get(ctx, s.q.part, append(upArgs(b, shard, key, id), p.Number)...)
 				if err != nil || bytes.Equal(cur, data) {
 					return err == nil, err
 				}
