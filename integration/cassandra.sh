@@ -137,7 +137,7 @@ hints_directory: $dir/data/hints
 cdc_raw_directory: $dir/data/cdc_raw
 commitlog_sync: periodic
 commitlog_sync_period: 10000ms
-# Tests create and drop a keyspace per case: no snapshots of them.
+# Test runs create and drop their keyspaces: no snapshots of them.
 auto_snapshot: false
 # Paxos v2 needs fewer round trips per LWT and copes better with the
 # contention the concurrency tests create.
@@ -219,6 +219,8 @@ wait_cql() {
 		fi
 		sleep 0.5
 	done
+	# Another server on the port would answer for a node that died.
+	kill -0 "$p" 2>/dev/null || die "cassandra (pid $p) exited, yet something answers CQL on 127.0.0.1:$port"
 }
 
 stop() {

@@ -42,26 +42,31 @@
 // meta.Store documents. A crash, or a concurrent writer that invalidates
 // a later mutation's check in between, can leave a prefix applied.
 // Completing a multipart upload writes the version row first and then
-// moves the upload to Completed in its own partition; a Complete retried
+// moves the upload to Completed in its own partition: a Complete retried
 // after a crash between the two finds its row and only finishes the
-// upload.
+// upload, but an abort that slips in between leaves the row written and
+// the Complete failed. A write racing DeleteBucket can land after the
+// emptiness check, under the dead bucket's id, where nothing reads it.
 //
-// Every write goes through Paxos, including plain PUTs: the seed's rule
-// that a row once written under LWT is only ever updated under LWT (else
-// a quorum read may see the older value) holds because there are no
-// other writes. The one exception is DeleteBucket's removal of a deleted
-// bucket's upload records, which nothing reads again.
+// Every write goes through Paxos, plain PUTs included: the rule that a
+// row once written under LWT is only ever changed under LWT (else a
+// quorum read may see the older value) holds because there are no other
+// writes. The one exception is DeleteBucket's removal of a deleted
+// bucket's upload records, which nothing reads again. Paxos makes
+// concurrent proposals on one partition retry one another; writers in one
+// process therefore queue per partition before they propose.
 //
 // # Listing
 //
-// A scan reads each of the bucket's partitions from a cursor and merges
-// them by (key, version id). Cursors read pages that double in size, are
-// filled concurrently, and only when the merge needs them; a Seek moves
-// only the cursors that are behind its target, and re-reads a partition
-// only when the target lies beyond what its page holds. A delimiter
-// listing therefore skips a common prefix in every partition with one
-// query each, and GET of a key's latest row reads one partition. There
-// is no index of live heads: Live scans are meta.LiveIter over history.
+// A scan reads each of the bucket's partitions through a cursor and
+// merges them by (key, version id). Cursors read in pages, concurrently,
+// and only when the merge needs them; a Seek moves only the cursors that
+// are behind its target, and re-reads a partition only when the target
+// lies beyond the page it holds. A delimiter listing thus skips a common
+// prefix with at most one query per partition, and GET of a key's latest
+// row reads one partition (of a missing key, all of them). There is no
+// index of live heads: Live scans are meta.LiveIter over history, so
+// deleted keys and old versions are read, not skipped.
 package cassandra
 
 import (
