@@ -24,6 +24,8 @@ type dirNode struct {
 
 	mu     sync.Mutex
 	marker *meta.Version // the last known marker; nil when there is none
+	// last is the last change of the marker queued in the journal.
+	last *change
 	// read is when the marker was last read from the store (zero: it
 	// must be read again).
 	read time.Time
@@ -161,27 +163,37 @@ func (n *dirNode) updateMarker(ctx context.Context, op string, fn func(*object.A
 	if errno != 0 {
 		return errno
 	}
-	a := n.fsys.attrsOf(head, true)
-	if err := fn(&a); err != nil {
-		return n.fsys.errno(op+" "+key, err)
-	}
 	var v *meta.Version
+	var c *change
 	var err error
 	if head == nil {
-		v, _, err = n.fsys.create(ctx, key, a, nil)
+		a := n.fsys.attrsOf(nil, true)
+		if err := fn(&a); err != nil {
+			return n.fsys.errno(op+" "+key, err)
+		}
+		v, c, err = n.fsys.create(ctx, key, a, nil)
 	} else {
-		_, err = n.fsys.queue(ctx, nil, func(d *object.Service) (err error) {
-			v, err = d.ReplaceAttrs(ctx, n.fsys.bucket, head, a)
-			return err
-		})
+		n.mu.Lock()
+		last := n.last
+		n.mu.Unlock()
+		v, c, err = n.fsys.update(ctx, last, head, true, nil, fn)
 	}
 	if err != nil {
 		return n.fsys.errno(op+" "+key, err)
 	}
+	n.queued(v, c)
+	return 0
+}
+
+// queued records v, a new version of the marker, and c, the change that
+// writes it (nil when v was folded into the change before).
+func (n *dirNode) queued(v *meta.Version, c *change) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.marker = v
-	return 0
+	if c != nil {
+		n.last = c
+	}
 }
 
 // markerHead returns the directory's marker, key: the node's own while a
@@ -373,11 +385,13 @@ func (n *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 		return nil, cmp.Or(errno, syscall.EEXIST)
 	}
 	p := n.fsys.newPOSIX(ctx, syscall.S_IFDIR|mode&0o7777)
-	v, _, err := n.fsys.create(ctx, key+"/", object.Attrs{POSIX: &p}, nil)
+	v, c, err := n.fsys.create(ctx, key+"/", object.Attrs{POSIX: &p}, nil)
 	if err != nil {
 		return nil, n.fsys.errno("mkdir "+key, err)
 	}
-	return n.dirChild(ctx, name, v, out), 0
+	ch := n.dirChild(ctx, name, v, out)
+	ch.Operations().(*dirNode).queued(v, c)
+	return ch, 0
 }
 
 // Symlink writes a zero-byte key whose POSIX attributes hold the target.

@@ -338,8 +338,10 @@ func (r lockedReader) ReadAt(p []byte, off int64) (int, error) {
 // is written depends on what changed:
 //
 //   - only attributes: a metadata-only version sharing the base's bytes
-//     (object.ReplaceAttrs), or the latest bytes of key if the file has
-//     moved since the base (with its directory: object.UpdateAttrs);
+//     (fsys.update, which folds it into the base's version while that
+//     waits in the journal: last is the change that queued it), or the
+//     latest bytes of key if the file has moved since the base (with its
+//     directory: object.UpdateAttrs);
 //   - the file was streamed: the stream's Put, with its real MD5 as ETag;
 //   - nothing of the base survives (a new file, or one truncated to zero
 //     and rewritten): the staging file is the file, stored by object.Put
@@ -349,7 +351,7 @@ func (r lockedReader) ReadAt(p []byte, off int64) (int, error) {
 //
 // Edits are last-writer-wins against changes made meanwhile by others:
 // the version committed is the base with this draft's changes applied.
-func (d *draft) commit(ctx context.Context, key string, failed func(error)) (*meta.Version, *change, error) {
+func (d *draft) commit(ctx context.Context, key string, last *change, failed func(error)) (*meta.Version, *change, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	f := d.fsys
@@ -371,14 +373,22 @@ func (d *draft) commit(ctx context.Context, key string, failed func(error)) (*me
 	}
 	a := d.attrs
 	moved := d.base != nil && d.base.Key != key
+	if !d.data && !moved {
+		v, c, err := f.update(ctx, last, d.base, false, failed, func(cur *object.Attrs) error {
+			*cur = a
+			return nil
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return v, c, d.rebase(v)
+	}
 	if moved {
 		f.j.settle(key)
 	}
 	var v *meta.Version
 	c, err := f.queue(ctx, failed, func(s *object.Service) (err error) {
 		switch {
-		case !d.data && !moved:
-			v, err = s.ReplaceAttrs(ctx, f.bucket, d.base, a)
 		case !d.data:
 			v, err = s.UpdateAttrs(ctx, f.bucket, key, func(_ *meta.Version, cur *object.Attrs) error {
 				cur.POSIX, cur.UserMeta = a.POSIX, a.UserMeta

@@ -297,13 +297,15 @@ func (n *fileNode) commitLocked(ctx context.Context, d *draft) syscall.Errno {
 	if !ok {
 		return 0
 	}
-	v, c, err := d.commit(ctx, key, n.fail)
+	v, c, err := d.commit(ctx, key, n.last, n.fail)
 	if err != nil {
 		n.fsys.log.Error("stratafs: commit failed", "bucket", n.fsys.bucket, "key", key, "err", err)
 		return syscall.EIO
 	}
 	if c != nil {
 		n.last = c
+	}
+	if v != nil {
 		n.v, n.cached = v, v.ID
 	}
 	return 0
@@ -402,25 +404,51 @@ func (n *fileNode) showLocked(head, v *meta.Version) {
 
 // updateLocked queues a metadata-only new version of the file with fn
 // applied to its attributes; a key that had no POSIX attributes gets the
-// defaults first, so that a chmod keeps the owner it showed.
+// defaults first, so that a chmod keeps the owner it showed. While the
+// file's last version waits in the journal, the change joins it instead
+// (see fsys.update).
 func (n *fileNode) updateLocked(ctx context.Context, op string, fn func(*object.Attrs) error) syscall.Errno {
 	head, errno := n.headLocked(ctx)
 	if errno != 0 {
 		return errno
 	}
-	a := n.fsys.attrsOf(head, false)
+	v, c, err := n.fsys.update(ctx, n.last, head, false, n.fail, fn)
+	if err != nil {
+		return n.fsys.errno(op+" "+head.Key, err)
+	}
+	if c != nil {
+		n.last = c
+	}
+	n.showLocked(head, v)
+	return 0
+}
+
+// update makes a metadata-only new version of head, the latest version of
+// a file or directory marker, with fn applied to its attributes. If last,
+// the change that wrote head, still waits in the journal, the new
+// attributes are folded into head's version, which never commits as it
+// was: a file created and then given its mode and times (tar, cp -a,
+// rsync, a symlink's owner) makes one version, as if it had been written
+// with them. Otherwise the new version is queued, and returned with its
+// change; failed is as for queue.
+func (f *fsys) update(ctx context.Context, last *change, head *meta.Version, dir bool, failed func(error), fn func(*object.Attrs) error) (*meta.Version, *change, error) {
+	a := f.attrsOf(head, dir)
 	if err := fn(&a); err != nil {
-		return n.fsys.errno(op, err)
+		return nil, nil, err
 	}
 	var v *meta.Version
-	errno = n.queueLocked(ctx, op+" "+head.Key, func(d *object.Service) (err error) {
-		v, err = d.ReplaceAttrs(ctx, n.fsys.bucket, head, a)
+	folded, err := f.j.amend(last, func(p *object.Pending) (err error) {
+		v, err = p.Amend(a)
 		return err
 	})
-	if errno == 0 {
-		n.showLocked(head, v)
+	if folded && err == nil {
+		return v, nil, nil
 	}
-	return errno
+	c, err := f.queue(ctx, failed, func(d *object.Service) (err error) {
+		v, err = d.ReplaceAttrs(ctx, f.bucket, head, a)
+		return err
+	})
+	return v, c, err
 }
 
 // uncommitted reports whether the file was created in the mount and has

@@ -43,8 +43,11 @@ type change struct {
 	// failed, if set, is called on the committing goroutine when the
 	// change fails; it must not block.
 	failed func(error)
-	done   chan struct{} // closed once the change committed or failed
-	err    error         // why it failed; set before done is closed
+	// waiting is set while the change is in the queue, not yet taken
+	// for a commit; guarded by the journal's mutex.
+	waiting bool
+	done    chan struct{} // closed once the change committed or failed
+	err     error         // why it failed; set before done is closed
 }
 
 // wait waits until c has committed, and returns its error.
@@ -110,7 +113,7 @@ func newJournal(svc *object.Service, bucket string, log *slog.Logger, own *ownKe
 // add queues p, waiting while the queue is full. failed, if not nil, is
 // called should the commit fail.
 func (j *journal) add(p *object.Pending, failed func(error)) *change {
-	c := &change{p: p, keys: p.Keys(), failed: failed, done: make(chan struct{})}
+	c := &change{p: p, keys: p.Keys(), failed: failed, waiting: true, done: make(chan struct{})}
 	j.mu.Lock()
 	for len(j.queue) >= maxQueued {
 		j.space.Wait()
@@ -123,6 +126,21 @@ func (j *journal) add(p *object.Pending, failed func(error)) *change {
 	default:
 	}
 	return c
+}
+
+// amend runs fn on c's write if c is still waiting in the queue, and
+// reports whether it ran: a change taken for a commit cannot change any
+// more. c may be nil.
+func (j *journal) amend(c *change, fn func(*object.Pending) error) (bool, error) {
+	if c == nil {
+		return false, nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !c.waiting {
+		return false, nil
+	}
+	return true, fn(c.p)
 }
 
 // count adds d to the counts of c's keys and of the directories above them.
@@ -258,6 +276,7 @@ func (j *journal) nextLocked() []*change {
 		for _, k := range c.keys {
 			seen[k] = true
 		}
+		c.waiting = false
 		n++
 		size += len(c.keys)
 	}

@@ -42,6 +42,9 @@ type heldStore struct {
 	mu   sync.Mutex
 	held chan struct{} // while not nil, commits wait for it to be closed
 	fail error         // while not nil, commits fail with it
+	// entered receives a value, if there is room, as a commit starts
+	// waiting.
+	entered chan struct{}
 }
 
 func (s *heldStore) Commit(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) error {
@@ -49,6 +52,10 @@ func (s *heldStore) Commit(ctx context.Context, b meta.Bucket, ms ...meta.Mutati
 	held, fail := s.held, s.fail
 	s.mu.Unlock()
 	if held != nil {
+		select {
+		case s.entered <- struct{}{}:
+		default:
+		}
 		<-held
 	}
 	if fail != nil {
@@ -86,7 +93,7 @@ func (f *fuseMount) absent(key string) {
 }
 
 func TestFUSEShowsItsQueuedChanges(t *testing.T) {
-	h := &heldStore{}
+	h := &heldStore{entered: make(chan struct{}, 1)}
 	f := newFUSEMountOver(t, fs.Options{EntryTimeout: noCache, AttrTimeout: noCache}, func(m meta.Store) meta.Store {
 		h.Store = m
 		return h
@@ -97,10 +104,15 @@ func TestFUSEShowsItsQueuedChanges(t *testing.T) {
 
 	release := h.hold()
 	f.write("new", []byte("queued"))
+	<-h.entered // new is being committed: what follows waits in the queue
 	if err := os.Chmod(f.path("new"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(f.path("old"), f.path("renamed")); err != nil {
+		t.Fatal(err)
+	}
+	f.write("folded", []byte("x"))
+	if err := os.Chmod(f.path("folded"), 0o604); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Mkdir(f.path("d"), 0o750); err != nil {
@@ -141,7 +153,7 @@ func TestFUSEShowsItsQueuedChanges(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	release()
-	if l := <-listed; !slices.Equal(l, []string{"d", "new", "renamed"}) {
+	if l := <-listed; !slices.Equal(l, []string{"d", "folded", "new", "renamed"}) {
 		t.Errorf("root lists %q", l)
 	}
 	if _, err := os.Stat(f.path("gone")); !errors.Is(err, os.ErrNotExist) {
@@ -150,8 +162,14 @@ func TestFUSEShowsItsQueuedChanges(t *testing.T) {
 	if p := f.head("new").POSIX; p.Mode != syscall.S_IFREG|0o600 {
 		t.Errorf("new's mode in the store: %o", p.Mode)
 	}
+	// The write of new was being committed (held) when the chmod came:
+	// two versions. That of folded waited in the queue: the chmod joined
+	// it.
 	if n := len(f.versions("new")); n != 2 {
-		t.Errorf("new has %d versions, want the write's and the chmod's", n)
+		t.Errorf("new has %d versions, want 2", n)
+	}
+	if vs := f.versions("folded"); len(vs) != 1 || vs[0].POSIX.Mode != syscall.S_IFREG|0o604 {
+		t.Errorf("folded has %d versions, want 1 with mode 0604", len(vs))
 	}
 	if got := f.stored("renamed"); string(got) != "moved" {
 		t.Errorf("renamed holds %q", got)

@@ -478,14 +478,18 @@ func TestFUSEAttributes(t *testing.T) {
 	}
 
 	// chmod, chown and utimes: metadata-only versions sharing the bytes.
+	// (Each is let commit before the next: one made while the previous
+	// waits to be committed joins it; see TestFUSEShowsItsQueuedChanges.)
 	before := f.head("plain")
 	mtime := time.Date(2001, 2, 3, 4, 5, 6, 7000, time.UTC)
 	if err := os.Chmod(f.path("plain"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	f.settle()
 	if err := os.Chown(f.path("plain"), 42, 43); err != nil {
 		t.Fatal(err)
 	}
+	f.settle()
 	if err := os.Chtimes(f.path("plain"), mtime, mtime); err != nil {
 		t.Fatal(err)
 	}

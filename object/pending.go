@@ -31,6 +31,31 @@ func (p *Pending) Keys() []string {
 	return keys
 }
 
+// Amend gives the version p writes the attributes a instead, as if it
+// had been prepared with them, and returns it: a change of attributes
+// made before the write commits then joins it rather than making a
+// version of its own. p must write exactly one version and not be
+// committed yet; the version keeps its id.
+func (p *Pending) Amend(a Attrs) (*meta.Version, error) {
+	var put *meta.Mutation
+	for i := range p.ms {
+		if p.ms[i].Put == nil || p.ms[i].Put.DeleteMarker {
+			continue
+		}
+		if put != nil {
+			return nil, fmt.Errorf("amend a write of several versions: %w", meta.ErrInvalidArgument)
+		}
+		put = &p.ms[i]
+	}
+	if put == nil {
+		return nil, fmt.Errorf("amend a write of no version: %w", meta.ErrInvalidArgument)
+	}
+	v := *put.Put
+	a.apply(&v)
+	put.Put = &v
+	return &v, nil
+}
+
 // Prepare runs write, which calls write operations (Put, Edit, Delete,
 // UpdateAttrs, RenameVersion, …) on d, a view of s whose commits are held
 // back: everything else those operations do happens now, and the rows

@@ -220,3 +220,48 @@ func TestRenameVersionAndReplaceAttrsOfAPreparedVersion(t *testing.T) {
 		t.Errorf("rename onto itself: %v", err)
 	}
 }
+
+func TestAmendAPreparedVersion(t *testing.T) {
+	f := newFixture(t, meta.Enabled)
+	p, v := f.preparePut("k", []byte("bytes"))
+	mode := &meta.POSIX{Mode: 0o100640}
+	amended, err := p.Amend(object.Attrs{POSIX: mode, UserMeta: map[string]string{"a": "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if amended.ID != v.ID || v.POSIX != nil {
+		t.Errorf("amended %s from %s; the first version changed: %+v", amended.ID, v.ID, v.POSIX)
+	}
+	if err := f.svc.CommitPending(f.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	got := f.head("k")
+	if got.ID != v.ID || got.POSIX.Mode != mode.Mode || got.UserMeta["a"] != "b" || got.ETag != v.ETag {
+		t.Errorf("committed %+v", got)
+	}
+	if n := f.rows("k"); n != 1 {
+		t.Errorf("%d rows, want 1", n)
+	}
+
+	// A delete writes no version to amend; a directory rename several.
+	f.put("d/1", nil)
+	f.put("d/2", nil)
+	for name, write := range map[string]func(d *object.Service) error{
+		"delete": func(d *object.Service) error {
+			_, err := d.Delete(f.ctx, "bkt", "k", object.DeleteOptions{})
+			return err
+		},
+		"rename of a prefix": func(d *object.Service) error {
+			_, err := d.RenamePrefix(f.ctx, "bkt", "d/", "e/", "", 10)
+			return err
+		},
+	} {
+		p, err := f.svc.Prepare(f.ctx, write)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Amend(object.Attrs{}); !errors.Is(err, meta.ErrInvalidArgument) {
+			t.Errorf("amend a %s: %v", name, err)
+		}
+	}
+}
