@@ -8,13 +8,42 @@
 //     mode and owner. When "a" and "a/…" both exist the directory wins;
 //     the file stays reachable over S3 and under .versions.
 //   - A file written in the mount becomes one new version when it is
-//     closed or fsynced, never one per write: writes are staged on local
-//     disk (see draft) and committed whole.
+//     closed or fsynced, never one per write: writes are streamed to the
+//     chunk store or staged on local disk (see draft) and committed whole.
 //   - .versions/ at the root, reachable by name but never listed, holds
 //     every version of every key, deleted ones included (see versions.go).
 //   - Changes committed by others in this process invalidate the kernel's
 //     caches at once (see notify.go); other processes' changes show
 //     within the entry and attribute timeouts.
+//
+// What is durable when. The mount commits behind the calls that change
+// it (see journal): a write is prepared when the call returns and its row
+// commits moments later, batched with the mount's other changes so that
+// they share one meta-store commit and its fsync.
+//
+//   - close(2) of a file written returns once its new version is
+//     prepared: its bytes are durable in the chunk store (or kept in the
+//     row, for files of data.DefaultInlineMax bytes or less) and the row
+//     is queued. unlink, rename, mkdir, rmdir, symlink, chmod, chown,
+//     utimes, truncate and setxattr return once queued, likewise.
+//   - fsync(2) or fdatasync(2) of a file, on any of its handles, returns
+//     once every version of it queued so far is committed: durable, and
+//     seen by every reader of the store. fsync of a directory returns once
+//     every change queued in the mount before it is committed.
+//   - Unmounting (Unmount, umount(8), SIGINT or SIGTERM to stratafs
+//     mount) returns once every queued change is committed.
+//   - A crash loses the changes queued and not committed yet, and only
+//     whole: each version commits entirely or not at all, and the changes
+//     of one key commit in the order they were made.
+//
+// Until a queued change commits the mount shows it (the inodes that made
+// it answer for it; a question put to the store about a name with
+// changes queued waits for them) while other readers of the store, S3
+// clients among them, do not see it yet. A queued change that fails to
+// commit is logged, and the next close or fsync of its file fails with
+// EIO; the mount then shows the store's version again. A change of
+// attributes made while the file's last version still waits in the queue
+// joins that version rather than making one of its own.
 package fs
 
 import (
