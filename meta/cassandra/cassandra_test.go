@@ -97,5 +97,6 @@ func openStore(t testing.TB, o Options) *Store {
 }
 
 func TestStore(t *testing.T) {
+	cassandraHosts(t) // skip once, not in every case
 	storetest.Run(t, func(t *testing.T) meta.Store { return openStore(t, Options{}) })
 }
