@@ -277,7 +277,7 @@ func (s *Store) Scan(ctx context.Context, b meta.Bucket, o meta.ScanOptions) met
 		it.err = fmt.Errorf("scan %s: %w", b.Name, err)
 	} else {
 		it.b = b
-		it.m = s.newMerge(ctx, n, s.fetchRows(b), pos{key: o.Prefix}, meta.PrefixEnd(o.Prefix))
+		it.m = s.newMerge(ctx, n, s.fetcher(b.ID, s.q.scan, s.q.scanTo), pos{key: o.Prefix}, meta.PrefixEnd(o.Prefix))
 	}
 	if o.Live {
 		return meta.LiveIter(it)
@@ -285,12 +285,14 @@ func (s *Store) Scan(ctx context.Context, b meta.Bucket, o meta.ScanOptions) met
 	return it
 }
 
-// fetchRows reads version rows of b.
-func (s *Store) fetchRows(b meta.Bucket) fetchFunc {
+// fetcher returns the fetchFunc of bucket bid's shards with the queries
+// scan (taking shard, key, id and limit) and scanTo (the same with the
+// end key before the limit).
+func (s *Store) fetcher(bid uint64, scan, scanTo string) fetchFunc {
 	return func(ctx context.Context, shard int, from pos, end string, limit int) ([]item, error) {
-		q := s.session.Query(s.q.scan, int64(b.ID), shard, blob(from.key), blob(from.id), limit)
+		q := s.session.Query(scan, int64(bid), shard, blob(from.key), blob(from.id), limit)
 		if end != "" {
-			q = s.session.Query(s.q.scanTo, int64(b.ID), shard, blob(from.key), blob(from.id), blob(end), limit)
+			q = s.session.Query(scanTo, int64(bid), shard, blob(from.key), blob(from.id), blob(end), limit)
 		}
 		return readItems(q.IterContext(ctx), limit)
 	}

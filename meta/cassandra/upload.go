@@ -202,14 +202,7 @@ func (s *Store) listUploads(ctx context.Context, b meta.Bucket, o meta.UploadLis
 			start = after
 		}
 	}
-	fetch := func(ctx context.Context, shard int, from pos, end string, limit int) ([]item, error) {
-		q := s.session.Query(s.q.scanUploads, int64(b.ID), shard, blob(from.key), blob(from.id), limit)
-		if end != "" {
-			q = s.session.Query(s.q.scanUploadsTo, int64(b.ID), shard, blob(from.key), blob(from.id), blob(end), limit)
-		}
-		return readItems(q.IterContext(ctx), limit)
-	}
-	m := s.newMerge(ctx, n, fetch, start, meta.PrefixEnd(o.Prefix))
+	m := s.newMerge(ctx, n, s.fetcher(b.ID, s.q.scanUploads, s.q.scanUploadsTo), start, meta.PrefixEnd(o.Prefix))
 	var us []*meta.Upload
 	for o.Limit <= 0 || len(us) < o.Limit {
 		it, ok := m.next()
