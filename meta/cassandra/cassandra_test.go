@@ -82,12 +82,17 @@ func cassandraHosts(t testing.TB) []string {
 
 var namespaces atomic.Int64
 
+// namespace returns a namespace no other store of the run uses.
+func namespace(t testing.TB) string {
+	return fmt.Sprintf("%s#%d", t.Name(), namespaces.Add(1))
+}
+
 // openStore opens a store in a namespace of its own, closed when the
 // test ends.
 func openStore(t testing.TB, o Options) *Store {
 	t.Helper()
 	hosts := cassandraHosts(t)
-	o.Namespace = fmt.Sprintf("%s#%d", t.Name(), namespaces.Add(1))
+	o.Namespace = namespace(t)
 	s, err := Open(t.Context(), hosts, keyspace, o)
 	if err != nil {
 		t.Fatal(err)

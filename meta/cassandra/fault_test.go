@@ -81,7 +81,7 @@ func TestOpenUnreachable(t *testing.T) {
 func TestUnavailable(t *testing.T) {
 	hosts := cassandraHosts(t)
 	const timeout = 2 * time.Second
-	o := Options{Namespace: t.Name(), Timeout: timeout}
+	o := Options{Namespace: namespace(t), Timeout: timeout}
 	c := newCluster(hosts, o)
 	d := &cutDialer{}
 	c.Dialer = d
