@@ -41,11 +41,10 @@ func (s *Store) Commit(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) 
 			return fmt.Errorf("commit %s/%s: %w", b.Name, m.Key, err)
 		}
 	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
 	// The bucket check runs beside the first reads; writes wait for it.
+	// Commit waits for it whatever happens, so it never outlives the call.
 	live := make(chan error, 1)
-	go func() { live <- s.liveBucket(ctx, b) }()
+	go func() { live <- s.bounded(ctx, func(ctx context.Context) error { return s.liveBucket(ctx, b) }) }()
 	bucketOK := sync.OnceValue(func() error { return <-live })
 	muts := make([]mutation, len(ms))
 	for i, m := range ms {
@@ -54,34 +53,38 @@ func (s *Store) Commit(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) 
 	err = s.commit(ctx, b, muts)
 	// A bucket that is gone explains any other failure.
 	if berr := bucketOK(); berr != nil {
-		return fmt.Errorf("commit %s: %w", b.Name, s.wrap(ctx, berr))
+		return fmt.Errorf("commit %s: %w", b.Name, berr)
 	}
 	return err
 }
 
-// commit checks and then applies muts.
+// commit checks and then applies muts. Each step has the store's timeout
+// to itself, as a commit may have many.
 func (s *Store) commit(ctx context.Context, b meta.Bucket, muts []mutation) error {
 	seen := make(map[string]bool, len(muts))
 	for i := range muts {
 		mu := &muts[i]
-		err := s.completing(ctx, b, mu)
-		// One mutation checks itself as it applies.
-		if err == nil && len(muts) > 1 && !seen[mu.Key] {
-			_, err = s.plan(ctx, b, mu, nil)
-		}
+		err := s.bounded(ctx, func(ctx context.Context) error {
+			err := s.completing(ctx, b, mu)
+			// One mutation checks itself as it applies.
+			if err == nil && len(muts) > 1 && !seen[mu.Key] {
+				_, err = s.plan(ctx, b, mu, nil)
+			}
+			return err
+		})
 		if err != nil {
-			return fmt.Errorf("commit %s/%s: %w", b.Name, mu.Key, s.wrap(ctx, err))
+			return fmt.Errorf("commit %s/%s: %w", b.Name, mu.Key, err)
 		}
 		seen[mu.Key] = true
 	}
 	for i := range muts {
 		mu := &muts[i]
-		err := s.applyRows(ctx, b, mu)
+		err := s.bounded(ctx, func(ctx context.Context) error { return s.applyRows(ctx, b, mu) })
 		if err == nil && mu.CompleteUpload != "" {
-			err = s.finishUpload(ctx, b, mu)
+			err = s.bounded(ctx, func(ctx context.Context) error { return s.finishUpload(ctx, b, mu) })
 		}
 		if err != nil {
-			return fmt.Errorf("commit %s/%s: %w", b.Name, mu.Key, s.wrap(ctx, err))
+			return fmt.Errorf("commit %s/%s: %w", b.Name, mu.Key, err)
 		}
 	}
 	return nil

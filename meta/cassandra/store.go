@@ -339,6 +339,14 @@ func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeoutCause(ctx, s.timeout, s.expired)
 }
 
+// bounded runs fn under the store's timeout and gives its error the meta
+// sentinel it stands for.
+func (s *Store) bounded(ctx context.Context, fn func(ctx context.Context) error) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	return s.wrap(ctx, fn(ctx))
+}
+
 // wrap gives err, from a call under ctx, the meta sentinel it stands for:
 // the call's end (the caller's cancellation, or meta.ErrUnavailable when
 // the store's timeout passed), meta.ErrUnavailable for every failure to
