@@ -8,8 +8,9 @@
 # artefact; the first run downloads about 80 MiB), writes a minimal
 # single-node configuration under a scratch directory, starts
 # CassandraDaemon in the background and returns once the CQL port answers
-# a protocol handshake. The node is for tests: its data is wiped on every
-# start and on stop.
+# a protocol handshake; it does nothing if the node runs already. stop
+# ends it; status exits 0 if it answers CQL, 3 if not. The node is for
+# tests: its data is wiped on every start and on stop.
 #
 # Environment:
 #   STRATAFS_CASSANDRA_VERSION  cassandra-all version (5.0.x runs on Java 17)
