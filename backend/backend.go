@@ -15,6 +15,7 @@ import (
 	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/data/local"
 	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/meta/cassandra"
 	"github.com/stratafs/stratafs/meta/kv/bolt"
 	"github.com/stratafs/stratafs/meta/kv/mem"
 	"github.com/stratafs/stratafs/meta/kv/tikv"
@@ -25,7 +26,7 @@ import (
 // Dir/meta.db (bolt) and Dir/chunks (local files).
 type Config struct {
 	Dir  string // the data directory; also holds credentials and staging
-	Meta string // bolt:///path, memory://, tikv://pd1:2379,pd2:2379?prefix=p
+	Meta string // bolt:///path, memory://, tikv://pd1:2379?prefix=p, cassandra://h1,h2/ks
 	Data string // file:///path
 }
 
@@ -71,13 +72,21 @@ func (c Config) dataURL() string {
 
 // OpenMeta opens a meta store from its URL.
 func OpenMeta(rawURL string) (meta.Store, error) {
-	if strings.HasPrefix(rawURL, "tikv://") {
-		// PD lists may hold IPv6 hosts, which url.Parse refuses.
+	// Host lists may hold IPv6 hosts, which url.Parse refuses: these
+	// backends parse their own URLs.
+	switch {
+	case strings.HasPrefix(rawURL, "tikv://"):
 		pds, prefix, err := tikv.ParseURL(rawURL)
 		if err != nil {
 			return nil, fmt.Errorf("meta store URL %q: %w", rawURL, err)
 		}
 		return tikv.Open(context.Background(), pds, prefix)
+	case strings.HasPrefix(rawURL, "cassandra://"):
+		hosts, keyspace, o, err := cassandra.ParseURL(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("meta store URL %q: %w", rawURL, err)
+		}
+		return cassandra.Open(context.Background(), hosts, keyspace, o)
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -91,7 +100,7 @@ func OpenMeta(rawURL string) (meta.Store, error) {
 	case "memory":
 		return mem.New(), nil
 	}
-	return nil, fmt.Errorf("meta store URL %q: want bolt:///path/meta.db, memory:// or tikv://pd1:2379,pd2:2379[?prefix=p]", rawURL)
+	return nil, fmt.Errorf("meta store URL %q: want bolt:///path/meta.db, memory://, tikv://pd1:2379,pd2:2379[?prefix=p] or cassandra://h1,h2/keyspace[?shards=64]", rawURL)
 }
 
 // OpenData opens a chunk store from its URL.

@@ -45,7 +45,7 @@ func TestOpenDefaultAndURLs(t *testing.T) {
 }
 
 func TestBadURLs(t *testing.T) {
-	for _, u := range []string{"", "bolt://", "cassandra-ish://x", "%zz", "tikv://", "tikv://pd:2379?bogus=1"} {
+	for _, u := range []string{"", "bolt://", "cassandra-ish://x", "%zz", "tikv://", "tikv://pd:2379?bogus=1", "cassandra://", "cassandra://h/ks?shards=3"} {
 		if _, err := OpenMeta(u); err == nil || !strings.Contains(err.Error(), "meta store URL") {
 			t.Errorf("OpenMeta(%q) = %v", u, err)
 		}

@@ -37,6 +37,7 @@ func main() {
 	for _, b := range metaBackends(scratch) {
 		metaFigures(tw, b)
 	}
+	cassandraFigures(tw)
 	s3Figures(tw, scratch)
 	fuseFigures(tw, scratch)
 	check(tw.Flush())
