@@ -305,7 +305,7 @@ func (n *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileH
 	}
 	list := func() pager {
 		n.fsys.j.settle(p)
-		return &listPager{fsys: n.fsys, root: n.IsRoot(), merge: merger{prefix: p}}
+		return &listPager{fsys: n.fsys, root: n.IsRoot(), merge: merger{prefix: p}, unlisted: n.unlisted()}
 	}
 	return newDirHandle(list, n.direntLookup, n.fsys.j.sync), 0, 0
 }
@@ -489,16 +489,23 @@ func (n *dirNode) emptyDir(ctx context.Context, prefix string) (empty, marker bo
 // writingUnder reports whether the subdirectory name holds a file created
 // in the mount and not committed yet.
 func (n *dirNode) writingUnder(name string) bool {
-	ch := n.GetChild(name)
-	if ch == nil {
-		return false
-	}
-	for _, c := range ch.Children() {
-		if f, ok := c.Operations().(*fileNode); ok && f.uncommitted() {
-			return true
-		}
+	if ch := n.GetChild(name); ch != nil {
+		d, ok := ch.Operations().(*dirNode)
+		return ok && len(d.unlisted()) > 0
 	}
 	return false
+}
+
+// unlisted returns the entries of the files created in the directory and
+// being written, which the store does not list yet.
+func (n *dirNode) unlisted() []dirent {
+	var ents []dirent
+	for name, ch := range n.Children() {
+		if f, ok := ch.Operations().(*fileNode); ok && f.unlisted() {
+			ents = append(ents, dirent{name: name, mode: syscall.S_IFREG})
+		}
+	}
+	return ents
 }
 
 // Rename queues the move of a file (no bytes copied; an existing

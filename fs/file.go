@@ -336,7 +336,7 @@ func (n *fileNode) fsync(ctx context.Context, d *draft) syscall.Errno {
 	last := n.last
 	n.mu.Unlock()
 	if last != nil {
-		last.wait() // a failure was recorded by fail
+		n.fsys.j.wait(last) // a failure is recorded by fail
 	}
 	return n.reportFailed()
 }
@@ -457,6 +457,14 @@ func (n *fileNode) uncommitted() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.v == nil
+}
+
+// unlisted reports whether the file was created in the mount and is being
+// written, with no version yet: the store cannot list it.
+func (n *fileNode) unlisted() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.v == nil && n.draft != nil
 }
 
 func (n *fileNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {

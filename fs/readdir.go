@@ -108,12 +108,14 @@ func (h *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 }
 
 // listPager lists the live keys of one directory: object.List with
-// delimiter "/", one page per call.
+// delimiter "/", one page per call; then the files created in the mount
+// and being written, which have no key yet.
 type listPager struct {
-	fsys  *fsys
-	root  bool // hides a key shadowed by .versions
-	after string
-	merge merger // its prefix is the directory's
+	fsys     *fsys
+	root     bool // hides a key shadowed by .versions
+	after    string
+	merge    merger   // its prefix is the directory's
+	unlisted []dirent // not listed yet; a key listed meanwhile drops one
 }
 
 func (p *listPager) next(ctx context.Context) ([]dirent, bool, error) {
@@ -137,9 +139,20 @@ func (p *listPager) next(ctx context.Context) ([]dirent, bool, error) {
 		}
 	}
 	if res.IsTruncated {
-		return p.hide(out), false, nil
+		return p.hide(p.listed(out)), false, nil
 	}
-	return p.hide(p.merge.end(out)), true, nil
+	out = p.listed(p.merge.end(out))
+	return p.hide(append(out, p.unlisted...)), true, nil
+}
+
+// listed drops from unlisted the names out lists, and returns out.
+func (p *listPager) listed(out []dirent) []dirent {
+	if len(p.unlisted) > 0 {
+		for _, e := range out {
+			p.unlisted = slices.DeleteFunc(p.unlisted, func(u dirent) bool { return u.name == e.name })
+		}
+	}
+	return out
 }
 
 // hide drops a root entry named .versions: the mount shows its own there.

@@ -423,3 +423,38 @@ func TestFUSEDurability(t *testing.T) {
 		}
 	})
 }
+
+// TestFUSEListsFilesBeingWritten lists files created in the mount and not
+// closed yet: they have no key in the store, but they are there.
+func TestFUSEListsFilesBeingWritten(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{EntryTimeout: noCache, AttrTimeout: noCache})
+	if err := os.Mkdir(f.path("d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f.write("d/closed", []byte("x"))
+	var open []*os.File
+	for _, name := range []string{"d/written", "d/empty"} {
+		file, err := os.Create(f.path(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer file.Close()
+		open = append(open, file)
+	}
+	if _, err := open[0].Write([]byte("streaming")); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.names("d"); !slices.Equal(slices.Sorted(slices.Values(got)), []string{"closed", "empty", "written"}) {
+		t.Errorf("d lists %q", got)
+	}
+	fuseWantErrno(t, "rmdir of a directory with a file being written", syscall.Rmdir(f.path("d")), syscall.ENOTEMPTY)
+	for _, file := range open {
+		if err := file.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Closed, each is listed once.
+	if got := f.names("d"); !slices.Equal(slices.Sorted(slices.Values(got)), []string{"closed", "empty", "written"}) {
+		t.Errorf("after the closes d lists %q", got)
+	}
+}
