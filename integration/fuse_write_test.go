@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -148,5 +149,54 @@ func TestFUSEManyWritersAtOnce(t *testing.T) {
 		if got := f.stored(fmt.Sprint(i)); !bytes.Equal(got, b) {
 			t.Errorf("file %d: the store holds %d bytes that differ from the %d written", i, len(got), len(b))
 		}
+	}
+}
+
+// fuseMemoryBound is how much the mount process's peak resident set may
+// grow while a file bigger than it is written through the mount: the
+// bytes stream to chunks through a window of three chunk buffers
+// (data.Write), whatever the file's size.
+const fuseMemoryBound = 64 << 20
+
+// TestFUSEWriteMemory writes a file of 4·fuseMemoryBound through
+// `stratafs mount` and measures the growth of the process's peak
+// resident set.
+func TestFUSEWriteMemory(t *testing.T) {
+	skipWithoutFUSE(t)
+	if testing.Short() {
+		t.Skip("builds the binary and writes 256 MiB")
+	}
+	bin := buildStratafs(t)
+	data := t.TempDir()
+	stratafs(t, bin, data, "bucket", "create", "bkt")
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := startMount(t, bin, data, mnt)
+	pid := p.cmd.Process.Pid
+	peak0, _ := procMemory(t, pid)
+	file, err := os.Create(filepath.Join(mnt, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := fuseRandom(1 << 20)
+	for range 4 * fuseMemoryBound >> 20 {
+		if _, err := file.Write(block); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := file.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := file.Close(); err != nil {
+		t.Fatal(err)
+	}
+	peak1, _ := procMemory(t, pid)
+	if grew := peak1 - peak0; grew > fuseMemoryBound {
+		t.Errorf("writing %d MiB grew the mount's peak resident set by %d MiB, more than %d MiB",
+			4*fuseMemoryBound>>20, grew>>20, fuseMemoryBound>>20)
+	} else {
+		t.Logf("writing %d MiB grew the mount's peak resident set by %d MiB", 4*fuseMemoryBound>>20, grew>>20)
 	}
 }
