@@ -111,7 +111,11 @@ func TestCrashSafety(t *testing.T) {
 			}
 			close(lines)
 		}()
-		kill := time.After(time.Duration(50+rand.IntN(400)) * time.Millisecond)
+		// The kill lands at a random moment after the first acknowledgement,
+		// so that a writer slow to start (a loaded machine, the race
+		// detector) is still killed mid-stream rather than before it wrote.
+		var kill <-chan time.Time
+		armed := false
 	read:
 		for {
 			select {
@@ -121,6 +125,9 @@ func TestCrashSafety(t *testing.T) {
 				}
 				f := strings.Fields(l)
 				acked[f[0]+" "+f[1]] = f[2]
+				if !armed {
+					kill, armed = time.After(time.Duration(rand.IntN(400))*time.Millisecond), true
+				}
 			case <-kill:
 				cmd.Process.Signal(syscall.SIGKILL)
 				kill = nil
