@@ -26,10 +26,11 @@ import (
 //
 // A file written from its start and in order is streamed instead (see
 // stream): its bytes go straight to the chunk store. Any other access (a
-// read, a write elsewhere, a truncation) ends the stream first: what was
-// streamed becomes a version, prepared but not committed, that the draft
-// then edits like any base. The staging file is only created when a
-// write needs it: creating one costs about as much as creating a file.
+// read, a write elsewhere, a truncation) ends the stream first, and so
+// does its age (see maxStreamAge): what was streamed is copied to the
+// staging file, and the draft goes on as if it had been staged all along.
+// The staging file is only created when a write needs it: creating one
+// costs about as much as creating a file.
 //
 // A commit turns the draft into one new version (see commit) and rebases
 // the draft on it. The staging file holds zeros everywhere outside the
@@ -128,7 +129,7 @@ func (d *draft) writeAt(p []byte, off int64, key func() (string, bool)) error {
 	}
 	if d.stream == nil && off == 0 && d.size == 0 && d.keep == 0 {
 		if k, ok := key(); ok {
-			d.stream = d.fsys.startStream(k, d.attrs)
+			d.stream = d.fsys.startStream(k, d.attrs, d.spillOld)
 		}
 	}
 	switch s := d.stream; {
@@ -156,9 +157,11 @@ func (d *draft) writeAt(p []byte, off int64, key func() (string, bool)) error {
 	return nil
 }
 
-// unstream ends the stream, if there is one: what it took becomes the
-// draft's base, a version prepared and never to be committed itself, so
-// the draft goes on as a change of every byte of it.
+// unstream ends the stream, if there is one, and stages what it took:
+// the bytes are copied to the staging file and the version the stream
+// prepared is dropped, its chunks left to the collector. A version that
+// is never committed must not outlive the collector's grace period: its
+// chunks are referenced by no row.
 func (d *draft) unstream() error {
 	s := d.stream
 	if s == nil {
@@ -166,15 +169,49 @@ func (d *draft) unstream() error {
 	}
 	d.stream = nil
 	_, v, err := s.end(d.attrs)
+	if err == nil {
+		err = d.stageAll(v)
+	}
 	if err != nil {
 		d.broken = err
+	}
+	return err
+}
+
+// stageAll copies the bytes of v, which d streamed, to the staging file.
+func (d *draft) stageAll(v *meta.Version) error {
+	r, err := d.fsys.svc.ReaderAt(v)
+	if err != nil {
 		return err
 	}
-	if err := d.rebase(v); err != nil {
+	stage, err := d.staging()
+	if err != nil {
 		return err
 	}
-	d.data = true
+	buf := make([]byte, min(v.Size, 1<<20))
+	ctx := context.Background()
+	for off := int64(0); off < v.Size; {
+		n, err := r.ReadAt(ctx, buf[:min(int64(len(buf)), v.Size-off)], off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if _, err := stage.WriteAt(buf[:n], off); err != nil {
+			return err
+		}
+		off += int64(n)
+	}
+	d.dirty.add(0, v.Size)
 	return nil
+}
+
+// spillOld stages the stream s once it has run for maxStreamAge, if it
+// is still the draft's.
+func (d *draft) spillOld(s *stream) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stream == s {
+		d.unstream()
+	}
 }
 
 // emptied reports whether the file was created or truncated empty and
@@ -364,7 +401,8 @@ func (d *draft) commit(ctx context.Context, key string, last *change, failed fun
 		}
 		return v, f.j.add(p, failed), d.rebase(v)
 	}
-	// A stream of another key: the file has moved with its directory.
+	// A stream of another key: the file has moved with its directory, or
+	// the stream was cut short.
 	if err := d.unstream(); err != nil {
 		return nil, nil, err
 	}

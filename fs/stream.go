@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/object"
@@ -12,6 +13,12 @@ import (
 // maxStreams bounds the files streamed at once: each holds up to three
 // chunk buffers (see data.Write) while it is open.
 const maxStreams = 4
+
+// maxStreamAge bounds how long a stream runs before its bytes are staged:
+// its chunks are referenced by no row until the file is committed, and
+// the collector deletes such chunks once they are older than its grace
+// period (an hour by default).
+const maxStreamAge = 10 * time.Minute
 
 // errAbandoned ends the stream of a draft discarded without a commit.
 var errAbandoned = errors.New("the file was discarded before its commit")
@@ -24,7 +31,6 @@ var errAbandoned = errors.New("the file was discarded before its commit")
 // left to store. The Put is prepared, not committed: the draft queues it
 // when the file is committed (see draft.commit).
 type stream struct {
-	f   *fsys
 	key string
 	w   *io.PipeWriter
 	n   int64 // the bytes written so far
@@ -32,6 +38,7 @@ type stream struct {
 	// the pipe is closed, and read by the Put once the body has ended.
 	attrs object.Attrs
 
+	old  *time.Timer   // stages the stream when it has run too long
 	done chan struct{} // closed when the Put has returned
 	p    *object.Pending
 	v    *meta.Version
@@ -39,8 +46,9 @@ type stream struct {
 }
 
 // startStream starts a stream of a new version of key with attributes a,
-// or returns nil when maxStreams are running.
-func (f *fsys) startStream(key string, a object.Attrs) *stream {
+// or returns nil when maxStreams are running. spill is called with the
+// stream once it has run for maxStreamAge.
+func (f *fsys) startStream(key string, a object.Attrs, spill func(*stream)) *stream {
 	select {
 	case f.streams <- struct{}{}:
 	default:
@@ -48,7 +56,8 @@ func (f *fsys) startStream(key string, a object.Attrs) *stream {
 	}
 	a.Checksums = nil // of another body
 	r, w := io.Pipe()
-	s := &stream{f: f, key: key, w: w, done: make(chan struct{})}
+	s := &stream{key: key, w: w, done: make(chan struct{})}
+	s.old = time.AfterFunc(maxStreamAge, func() { spill(s) })
 	go func() {
 		defer close(s.done)
 		defer func() { <-f.streams }()
@@ -81,6 +90,7 @@ func (s *stream) write(p []byte) error {
 // end closes the stream, the file having attributes a, and returns the
 // prepared version of what was written.
 func (s *stream) end(a object.Attrs) (*object.Pending, *meta.Version, error) {
+	s.old.Stop()
 	p := *a.POSIX
 	a.POSIX = &p
 	s.attrs = a
@@ -91,6 +101,7 @@ func (s *stream) end(a object.Attrs) (*object.Pending, *meta.Version, error) {
 
 // abandon ends the stream and drops what was written.
 func (s *stream) abandon() {
+	s.old.Stop()
 	s.w.CloseWithError(errAbandoned)
 	<-s.done
 }

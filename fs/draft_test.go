@@ -1,0 +1,97 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stratafs/stratafs/data/local"
+	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/meta/kv/mem"
+	"github.com/stratafs/stratafs/object"
+)
+
+// newTestFsys returns a mount's state over in-memory metadata, without a
+// mount: enough for drafts and the journal.
+func newTestFsys(t *testing.T) *fsys {
+	t.Helper()
+	m := mem.New()
+	d, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close(); m.Close() })
+	svc := object.New(m, d, object.Options{ChunkSize: 64 << 10})
+	if _, err := svc.CreateBucket(context.Background(), "bkt", ""); err != nil {
+		t.Fatal(err)
+	}
+	f := &fsys{svc: svc, bucket: "bkt", opts: Options{StagingDir: t.TempDir()}, log: slog.Default(),
+		invalid: func(string) {}, streams: make(chan struct{}, maxStreams)}
+	f.j = newJournal(svc, "bkt", f.log, &f.own, func(string) {})
+	t.Cleanup(f.j.close)
+	return f
+}
+
+// TestAStreamTooOldIsStaged cuts a stream short, as its timer does once
+// it has run for maxStreamAge: the bytes go on from the staging file and
+// the file commits as if it had been staged all along.
+func TestAStreamTooOldIsStaged(t *testing.T) {
+	f := newTestFsys(t)
+	ctx := context.Background()
+	p := meta.POSIX{Mode: 0o100644, Mtime: time.Now()}
+	d, err := f.newDraft(nil, object.Attrs{POSIX: &p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	key := func() (string, bool) { return "k", true }
+	body := bytes.Repeat([]byte("0123456789abcdef"), 20000) // 320,000 bytes: several chunks
+	half := len(body) / 2
+	for off := 0; off < half; off += 1000 {
+		if err := d.writeAt(body[off:off+1000], int64(off), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := d.stream
+	if s == nil {
+		t.Fatal("a file written from its start in order is not streamed")
+	}
+	d.spillOld(s)
+	if d.stream != nil || d.stage == nil {
+		t.Fatal("the stream was not staged")
+	}
+	d.spillOld(s) // a stream already ended: nothing to do
+	for off := half; off < len(body); off += 1000 {
+		if err := d.writeAt(body[off:off+1000], int64(off), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d.stream != nil {
+		t.Error("a staged file started streaming again")
+	}
+	got := make([]byte, len(body))
+	if n, err := d.readAt(ctx, got, 0); n != len(body) || err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("the draft reads %d bytes, %v", n, err)
+	}
+	_, c, err := d.commit(ctx, "k", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.j.wait(c); err != nil {
+		t.Fatal(err)
+	}
+	obj, err := f.svc.Get(ctx, "bkt", "k", "", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Body.Close()
+	stored, err := io.ReadAll(obj.Body)
+	if err != nil || !bytes.Equal(stored, body) || obj.ETag != fmt.Sprintf("%x", md5.Sum(body)) {
+		t.Errorf("stored %d bytes (%v), etag %s", len(stored), err, obj.ETag)
+	}
+}
