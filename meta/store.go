@@ -1,6 +1,9 @@
 package meta
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Store is the meta contract every backend implements. It is deliberately
 // narrow: backends provide atomic primitives and ordered iteration; the
@@ -69,6 +72,24 @@ type Mutation struct {
 	// in the same commit it becomes Completed and its parts are removed
 	// (ErrNoSuchUpload if it is absent or in another state).
 	CompleteUpload string
+}
+
+// Validate refuses a mutation no state of a store could accept; backends
+// call it before they start a transaction.
+func (m Mutation) Validate() error {
+	if err := ValidKey(m.Key); err != nil {
+		return err
+	}
+	if m.Put != nil && m.Put.Key != m.Key {
+		return fmt.Errorf("put of key %q in a mutation of another key: %w", m.Put.Key, ErrInvalidArgument)
+	}
+	if m.Put != nil && !m.Delete.IsZero() && m.Put.ID == m.Delete {
+		return fmt.Errorf("mutation deletes the row %s it puts: %w", m.Delete, ErrInvalidArgument)
+	}
+	if m.CompleteUpload != "" {
+		return ValidUploadID(m.CompleteUpload)
+	}
+	return nil
 }
 
 // ScanOptions narrow a Scan.

@@ -33,7 +33,7 @@ func (s *Store) Commit(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) 
 	}
 	puts := make([][]byte, len(ms))
 	for i, m := range ms {
-		err := checkMutation(m)
+		err := m.Validate()
 		if err == nil && m.Put != nil {
 			puts[i], err = meta.MarshalVersion(m.Put)
 		}
@@ -86,23 +86,6 @@ func (s *Store) commit(ctx context.Context, b meta.Bucket, muts []mutation) erro
 		if err != nil {
 			return fmt.Errorf("commit %s/%s: %w", b.Name, mu.Key, err)
 		}
-	}
-	return nil
-}
-
-// checkMutation refuses a mutation no state of the store could accept.
-func checkMutation(m meta.Mutation) error {
-	if err := meta.ValidKey(m.Key); err != nil {
-		return err
-	}
-	if m.Put != nil && m.Put.Key != m.Key {
-		return fmt.Errorf("put of key %q in a mutation of another key: %w", m.Put.Key, meta.ErrInvalidArgument)
-	}
-	if m.Put != nil && !m.Delete.IsZero() && m.Put.ID == m.Delete {
-		return fmt.Errorf("mutation deletes the row %s it puts: %w", m.Delete, meta.ErrInvalidArgument)
-	}
-	if m.CompleteUpload != "" {
-		return meta.ValidUploadID(m.CompleteUpload)
 	}
 	return nil
 }

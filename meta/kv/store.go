@@ -169,7 +169,7 @@ func (s *Store) Commit(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) 
 	// Encode outside the transaction: the engine may run it more than once.
 	puts := make([][]byte, len(ms))
 	for i, m := range ms {
-		err := checkMutation(m)
+		err := m.Validate()
 		if err == nil && m.Put != nil {
 			puts[i], err = meta.MarshalVersion(m.Put)
 		}
@@ -192,19 +192,6 @@ func (s *Store) Commit(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) 
 		}
 		return nil
 	})
-}
-
-func checkMutation(m meta.Mutation) error {
-	if err := meta.ValidKey(m.Key); err != nil {
-		return err
-	}
-	if m.Put != nil && m.Put.Key != m.Key {
-		return fmt.Errorf("put of key %q in a mutation of another key: %w", m.Put.Key, meta.ErrInvalidArgument)
-	}
-	if m.CompleteUpload != "" {
-		return meta.ValidUploadID(m.CompleteUpload)
-	}
-	return nil
 }
 
 // apply runs one mutation; put is m.Put encoded. It keeps the indexes of
