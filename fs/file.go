@@ -459,12 +459,14 @@ func (n *fileNode) uncommitted() bool {
 	return n.v == nil
 }
 
-// unlisted reports whether the file was created in the mount and is being
-// written, with no version yet: the store cannot list it.
+// unlisted reports whether the store may not list the file yet: it was
+// created in the mount and is being written, with no version yet, or its
+// version still waits in the journal (a file closed a moment ago). A name
+// the store lists as well is shown once.
 func (n *fileNode) unlisted() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.v == nil && n.draft != nil
+	return n.v == nil && n.draft != nil || n.queuedLocked()
 }
 
 func (n *fileNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
