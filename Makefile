@@ -13,10 +13,20 @@ FUZZTIME  ?= 10s
 build:
 	$(GO) build -o $(BIN) ./cmd/stratafs
 
-# `make run` walks through the embedded default with the CLI (README
-# "Quick start"); `bin/stratafs serve` then serves the same data over S3.
+# `make run` walks through the embedded default with the CLI, then serves
+# the same data over S3 on 127.0.0.1:9000 and mounts the demo bucket on
+# MOUNT_DIR (when /dev/fuse exists) until Ctrl-C (README "Quick start").
+MOUNT_DIR ?= /tmp/stratafs-demo
 run: build
 	./scripts/demo.sh $(BIN) $(DATA_DIR)
+	@if [ -e /dev/fuse ]; then \
+	  mkdir -p $(MOUNT_DIR); \
+	  echo "== serving S3 and mounting bucket demo on $(MOUNT_DIR) (Ctrl-C stops both)"; \
+	  exec $(BIN) --data-dir $(DATA_DIR) serve --mount demo:$(MOUNT_DIR); \
+	else \
+	  echo "== serving S3 (no /dev/fuse here, so no mount; Ctrl-C stops)"; \
+	  exec $(BIN) --data-dir $(DATA_DIR) serve; \
+	fi
 
 test:
 	@if [ -z "$$STRATAFS_CASSANDRA" ]; then \

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stratafs/stratafs/fs"
+	"github.com/stratafs/stratafs/object"
 )
 
 // runMount mounts a bucket in the foreground until SIGINT or SIGTERM,
@@ -18,6 +19,37 @@ import (
 // every change made in the mount is committed.
 func runMount(ctx context.Context, e *env, args []string) error {
 	fl := flag.NewFlagSet("mount", flag.ContinueOnError)
+	options := mountFlags(fl)
+	pos, err := parse(fl, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	o, err := options(e)
+	if err != nil {
+		return err
+	}
+	svc, closeAll, err := openService(e.dataDir)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	m, err := mountBucket(ctx, e, svc, pos[0], pos[1], o)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-m.Done(): // unmounted with umount(8)
+		return nil
+	case <-ctx.Done():
+	}
+	unmount(e, m)
+	return nil
+}
+
+// mountFlags registers the options of a mount on fl (stratafs mount and
+// serve --mount share them); the function it returns builds them once fl
+// is parsed.
+func mountFlags(fl *flag.FlagSet) func(*env) (fs.Options, error) {
 	readOnly := fl.Bool("read-only", false, "mount read-only")
 	allowOther := fl.Bool("allow-other", false, "let other users use the mount (permissions are checked against file modes)")
 	uid := fl.Uint("uid", uint(os.Getuid()), "owner of keys that carry no POSIX attributes")
@@ -25,51 +57,50 @@ func runMount(ctx context.Context, e *env, args []string) error {
 	umask := fl.String("umask", "022", "octal umask for keys that carry no POSIX attributes")
 	attrTimeout := fl.Duration("attr-timeout", time.Second, "how long the kernel caches attributes")
 	entryTimeout := fl.Duration("entry-timeout", time.Second, "how long the kernel caches names")
-	pos, err := parse(fl, args, 2, 2)
+	return func(e *env) (fs.Options, error) {
+		mask, err := strconv.ParseUint(*umask, 8, 32)
+		if err != nil || mask > 0o777 {
+			return fs.Options{}, fmt.Errorf("--umask %q is not an octal mode: %w", *umask, errUsage)
+		}
+		return fs.Options{
+			StagingDir:   filepath.Join(e.dataDir, "staging"),
+			ReadOnly:     *readOnly,
+			AllowOther:   *allowOther,
+			UID:          uint32(*uid),
+			GID:          uint32(*gid),
+			Umask:        uint32(mask),
+			AttrTimeout:  *attrTimeout,
+			EntryTimeout: *entryTimeout,
+			Logger:       slog.New(slog.NewTextHandler(e.stderr, nil)),
+		}, nil
+	}
+}
+
+// mountBucket mounts bucket on dir and says so.
+func mountBucket(ctx context.Context, e *env, svc *object.Service, bucket, dir string, o fs.Options) (*fs.MountPoint, error) {
+	m, err := fs.Mount(ctx, svc, bucket, dir, o)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	mask, err := strconv.ParseUint(*umask, 8, 32)
-	if err != nil || mask > 0o777 {
-		return fmt.Errorf("--umask %q is not an octal mode: %w", *umask, errUsage)
-	}
-	svc, closeAll, err := openService(e.dataDir)
-	if err != nil {
-		return err
-	}
-	defer closeAll()
-	m, err := fs.Mount(ctx, svc, pos[0], pos[1], fs.Options{
-		StagingDir:   filepath.Join(e.dataDir, "staging"),
-		ReadOnly:     *readOnly,
-		AllowOther:   *allowOther,
-		UID:          uint32(*uid),
-		GID:          uint32(*gid),
-		Umask:        uint32(mask),
-		AttrTimeout:  *attrTimeout,
-		EntryTimeout: *entryTimeout,
-		Logger:       slog.New(slog.NewTextHandler(e.stderr, nil)),
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(e.stdout, "mounted bucket %s on %s; old versions are under %s; Ctrl-C unmounts\n",
-		pos[0], pos[1], filepath.Join(pos[1], ".versions"))
-	select {
-	case <-m.Done(): // unmounted with umount(8)
-		return nil
-	case <-ctx.Done():
-	}
+	fmt.Fprintf(e.stdout, "mounted bucket %s on %s; old versions are under %s\n",
+		bucket, dir, filepath.Join(dir, ".versions"))
+	return m, nil
+}
+
+// unmount unmounts m, retrying while files are open, and returns once the
+// mount is gone and its changes are committed.
+func unmount(e *env, m *fs.MountPoint) {
 	for try := 0; ; try++ {
 		err := m.Unmount()
 		if err == nil {
-			return nil
+			return
 		}
 		if try == 0 {
-			fmt.Fprintf(e.stderr, "stratafs mount: %v; retrying until they are closed\n", err)
+			fmt.Fprintf(e.stderr, "stratafs: unmount: %v; retrying until they are closed\n", err)
 		}
 		select {
 		case <-m.Done():
-			return nil
+			return
 		case <-time.After(time.Second):
 		}
 	}

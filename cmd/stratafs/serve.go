@@ -41,6 +41,16 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	tlsCert := fs.String("tls-cert", envOr("STRATAFS_TLS_CERT", ""), "serve HTTPS with this certificate file (env STRATAFS_TLS_CERT)")
 	tlsKey := fs.String("tls-key", envOr("STRATAFS_TLS_KEY", ""), "and this key file (env STRATAFS_TLS_KEY)")
 	logLevel := fs.String("log-level", envOr("STRATAFS_LOG_LEVEL", "info"), "debug, info, warn or error (env STRATAFS_LOG_LEVEL)")
+	var mounts [][2]string
+	fs.Func("mount", "also mount a bucket, as BUCKET:DIR (repeatable); the mount flags below apply", func(v string) error {
+		bucket, dir, ok := strings.Cut(v, ":")
+		if !ok || bucket == "" || dir == "" {
+			return fmt.Errorf("--mount %q is not BUCKET:DIR", v)
+		}
+		mounts = append(mounts, [2]string{bucket, dir})
+		return nil
+	})
+	mountOptions := mountFlags(fs)
 	metricsListen := fs.String("metrics-listen", envOr("STRATAFS_METRICS_LISTEN", ""),
 		"serve Prometheus metrics on this address at /metrics; off when empty (env STRATAFS_METRICS_LISTEN)")
 	maxWrites := fs.String("max-writes", envOr("STRATAFS_MAX_WRITES", strconv.Itoa(s3.DefaultMaxWrites)),
@@ -122,6 +132,21 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	endpoint := scheme + "://" + displayAddr(ln.Addr())
 	printUsage(e.stdout, endpoint, *region, e.dataDir, creds, source)
+	if len(mounts) > 0 {
+		o, err := mountOptions(e)
+		if err != nil {
+			return err
+		}
+		for _, bd := range mounts {
+			m, err := mountBucket(ctx, e, svc, bd[0], bd[1], o)
+			if err != nil {
+				return err
+			}
+			// Deferred after closeAll, so it runs before: the mount's
+			// queued changes commit before the stores close.
+			defer unmount(e, m)
+		}
+	}
 
 	served := make(chan error, 1)
 	go func() {
