@@ -45,25 +45,11 @@ func cassandraFigures(w *tabwriter.Writer) {
 	if *quick {
 		puts, keys, live, files = 400, 2000, 10, 2
 	}
-	report := func(fig string, v float64, unit string) {
-		fmt.Fprintf(w, "cassandra\t%s\t%.0f\t%s\t\n", fig, v, unit)
-	}
-	ratio := func(fig string, v float64) { fmt.Fprintf(w, "cassandra\t%s\t%.2f\t×\t\n", fig, v) }
+	rep := reporter{w, "cassandra"}
+	report, ratio := rep.figure, rep.ratio
 
-	b := newBucket(ctx, st, "puts", meta.Enabled)
-	for _, writers := range []int{1, 16} {
-		r := rate(puts, writers, func(i int) {
-			v := row(fmt.Sprintf("w%d/k%07d", writers, i), time.Now())
-			check(st.Commit(ctx, b, meta.PutMutation(b, v)))
-		})
-		report(fmt.Sprintf("meta put, %d writer(s)", writers), r, "puts/s")
-	}
-	r := rate(puts, 1, func(i int) {
-		_, err := meta.Latest(ctx, st, b, fmt.Sprintf("w1/k%07d", i))
-		check(err)
-	})
-	report("meta point get (latest)", r, "gets/s")
-	r = rate(puts/4, 1, func(i int) {
+	b := putGetFigures(ctx, rep, st, puts, 16)
+	r := rate(puts/4, 1, func(i int) {
 		_, err := meta.Latest(ctx, st, b, fmt.Sprintf("missing/k%07d", i))
 		if !meta.IsNotFound(err) {
 			check(err)

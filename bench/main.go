@@ -153,25 +153,11 @@ func metaFigures(w *tabwriter.Writer, be backend) {
 	if be.name == "bolt" {
 		puts /= 4 // every commit is an fsync
 	}
-	report := func(fig string, v float64, unit string) {
-		fmt.Fprintf(w, "%s\t%s\t%.0f\t%s\t\n", be.name, fig, v, unit)
-	}
-	ratio := func(fig string, v float64) { fmt.Fprintf(w, "%s\t%s\t%.2f\t×\t\n", be.name, fig, v) }
+	rep := reporter{w, be.name}
+	report, ratio := rep.figure, rep.ratio
 
 	s := be.open("puts")
-	b := newBucket(ctx, s, "puts", meta.Enabled)
-	for _, writers := range []int{1, 8} {
-		r := rate(puts, writers, func(i int) {
-			v := row(fmt.Sprintf("w%d/k%07d", writers, i), time.Now())
-			check(s.Commit(ctx, b, meta.PutMutation(b, v)))
-		})
-		report(fmt.Sprintf("meta put, %d writer(s)", writers), r, "puts/s")
-	}
-	r := rate(puts, 1, func(i int) {
-		_, err := meta.Latest(ctx, s, b, fmt.Sprintf("w1/k%07d", i))
-		check(err)
-	})
-	report("meta point get (latest)", r, "gets/s")
+	putGetFigures(ctx, rep, s, puts, 8)
 	check(s.Close())
 
 	// Listing: a clean bucket of `keys` keys.
@@ -182,7 +168,7 @@ func metaFigures(w *tabwriter.Writer, be backend) {
 		ms[i] = meta.PutMutation(clean, row(fmt.Sprintf("dir%03d/key%07d", i%100, i), time.Now()))
 	}
 	load(ctx, s, clean, ms)
-	r, _ = listAll(ctx, s, clean)
+	r, _ := listAll(ctx, s, clean)
 	report(fmt.Sprintf("ListObjects, %d keys", keys), r, "entries/s")
 
 	// Tombstones: `live` live keys among 100·live deleted keys with 10
@@ -220,6 +206,40 @@ func metaFigures(w *tabwriter.Writer, be backend) {
 	ratio("tombstone listing time ÷ clean (target ≤ 1.5)", base/withIndex)
 	ratio("same without the live index (LiveIter over history)", scanClean/scanHist)
 	check(s.Close())
+}
+
+// reporter prints the figures of one backend as rows of the table.
+type reporter struct {
+	w       *tabwriter.Writer
+	backend string
+}
+
+func (r reporter) figure(fig string, v float64, unit string) {
+	fmt.Fprintf(r.w, "%s\t%s\t%.0f\t%s\t\n", r.backend, fig, v, unit)
+}
+
+func (r reporter) ratio(fig string, v float64) {
+	fmt.Fprintf(r.w, "%s\t%s\t%.2f\t×\t\n", r.backend, fig, v)
+}
+
+// putGetFigures measures single-row commits from 1 and many writers, then
+// point gets of the rows written, in a fresh versioned bucket of s. It
+// returns the bucket, whose keys are "w1/k%07d".
+func putGetFigures(ctx context.Context, rep reporter, s meta.Store, puts, many int) meta.Bucket {
+	b := newBucket(ctx, s, "puts", meta.Enabled)
+	for _, writers := range []int{1, many} {
+		r := rate(puts, writers, func(i int) {
+			v := row(fmt.Sprintf("w%d/k%07d", writers, i), time.Now())
+			check(s.Commit(ctx, b, meta.PutMutation(b, v)))
+		})
+		rep.figure(fmt.Sprintf("meta put, %d writer(s)", writers), r, "puts/s")
+	}
+	r := rate(puts, 1, func(i int) {
+		_, err := meta.Latest(ctx, s, b, fmt.Sprintf("w1/k%07d", i))
+		check(err)
+	})
+	rep.figure("meta point get (latest)", r, "gets/s")
+	return b
 }
 
 // listBest lists a bucket three times and keeps the best rate, so a cold
