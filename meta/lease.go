@@ -48,6 +48,27 @@ func ValidLease(name, holder string) error {
 	return nil
 }
 
+// NewLease validates a request for the named lease and returns the record
+// holder would get, until now+ttl, encoded for storage: the part of
+// AcquireLease every backend shares.
+func NewLease(name, holder string, now time.Time, ttl time.Duration) (Lease, []byte, error) {
+	if err := ValidLease(name, holder); err != nil {
+		return Lease{}, nil, err
+	}
+	if ttl <= 0 {
+		return Lease{}, nil, fmt.Errorf("ttl %v: %w", ttl, ErrInvalidArgument)
+	}
+	l := Lease{Name: name, Holder: holder, Expires: now.Add(ttl)}
+	data, err := MarshalLease(l)
+	return l, data, err
+}
+
+// HeldAgainst reports whether the lease, as stored, keeps holder out at
+// now: another holder has it and it has not expired.
+func (l Lease) HeldAgainst(holder string, now time.Time) bool {
+	return l.Holder != holder && now.Before(l.Expires)
+}
+
 // MarshalLease encodes l for storage.
 func MarshalLease(l Lease) ([]byte, error) {
 	if err := ValidLease(l.Name, l.Holder); err != nil {

@@ -37,15 +37,7 @@ func (s *Store) lease(ctx context.Context, name string) (meta.Lease, []byte, err
 // free, expired or holder's already, under compare-and-set against the
 // record it read.
 func (s *Store) AcquireLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (meta.Lease, error) {
-	want := meta.Lease{Name: name, Holder: holder, Expires: now.Add(ttl)}
-	err := meta.ValidLease(name, holder)
-	if err == nil && ttl <= 0 {
-		err = fmt.Errorf("ttl %v: %w", ttl, meta.ErrInvalidArgument)
-	}
-	var data []byte
-	if err == nil {
-		data, err = meta.MarshalLease(want)
-	}
+	want, data, err := meta.NewLease(name, holder, now, ttl)
 	if err == nil {
 		ctx, cancel := s.bound(ctx)
 		defer cancel()
@@ -56,7 +48,7 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, now time.
 				return false, err
 			case unsure && bytes.Equal(old, data):
 				return true, nil
-			case old != nil && cur.Holder != holder && now.Before(cur.Expires):
+			case old != nil && cur.HeldAgainst(holder, now):
 				return false, errLeaseHeld{cur}
 			case old == nil:
 				return s.session.Query(s.q.createLease, s.ns, name, data).MapScanCASContext(ctx, map[string]any{})

@@ -16,16 +16,8 @@ var errNoLease = errors.New("no lease")
 // AcquireLease gives the named lease to holder until now+ttl if it is
 // free, expired or holder's already, in one transaction.
 func (s *Store) AcquireLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (meta.Lease, error) {
-	want := meta.Lease{Name: name, Holder: holder, Expires: now.Add(ttl)}
 	var cur meta.Lease
-	err := meta.ValidLease(name, holder)
-	if err == nil && ttl <= 0 {
-		err = fmt.Errorf("ttl %v: %w", ttl, meta.ErrInvalidArgument)
-	}
-	var data []byte
-	if err == nil {
-		data, err = meta.MarshalLease(want)
-	}
+	want, data, err := meta.NewLease(name, holder, now, ttl)
 	if err == nil {
 		err = s.e.Update(ctx, func(tx Txn) error {
 			k := nameKey(spaceLease, name)
@@ -35,7 +27,7 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, now time.
 			case errors.Is(err, errNoLease):
 			case err != nil:
 				return err
-			case cur.Holder != holder && now.Before(cur.Expires):
+			case cur.HeldAgainst(holder, now):
 				return meta.ErrLeaseHeld
 			}
 			return tx.Set(k, data)
