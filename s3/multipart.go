@@ -87,13 +87,9 @@ func (h *Handler) uploadPart(w http.ResponseWriter, q *request) error {
 	if err := checkWriteHeaders(q.r.Header); err != nil {
 		return err
 	}
-	md5sum, err := contentMD5(q.r.Header)
+	md5sum, size, err := declaredBody(q)
 	if err != nil {
 		return err
-	}
-	size := q.auth.DecodedLength
-	if size > maxPutSize {
-		return errEntityTooLarge
 	}
 	// Refuse a part of an upload that is gone before reading its body.
 	u, err := h.svc.Upload(q.ctx, q.bucket, q.key, uploadID)

@@ -169,6 +169,19 @@ func checkWriteHeaders(hdr http.Header) error {
 	return checkACL(hdr)
 }
 
+// declaredBody checks what a request says of the object body it carries:
+// its Content-MD5, and a length within what one PUT or part may store.
+func declaredBody(q *request) (md5sum []byte, size int64, err error) {
+	md5sum, err = contentMD5(q.r.Header)
+	if err != nil {
+		return nil, 0, err
+	}
+	if size = q.auth.DecodedLength; size > maxPutSize {
+		return nil, 0, errEntityTooLarge
+	}
+	return md5sum, size, nil
+}
+
 func (h *Handler) putObject(w http.ResponseWriter, q *request) error {
 	if _, ok := q.r.Header["X-Amz-Copy-Source"]; ok {
 		q.op = "CopyObject"
@@ -181,13 +194,9 @@ func (h *Handler) putObject(w http.ResponseWriter, q *request) error {
 	if err != nil {
 		return err
 	}
-	md5sum, err := contentMD5(q.r.Header)
+	md5sum, size, err := declaredBody(q)
 	if err != nil {
 		return err
-	}
-	size := q.auth.DecodedLength
-	if size > maxPutSize {
-		return errEntityTooLarge
 	}
 	check, err := writeCondition(q.r.Header)
 	if err != nil {
