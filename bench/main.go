@@ -21,6 +21,7 @@ import (
 var (
 	dir   = flag.String("dir", "", "scratch directory (default: a temporary one)")
 	quick = flag.Bool("quick", false, "smaller data sets, for a smoke run")
+	only  = flag.String("only", "", "run one group of figures only: meta, cassandra, s3 or fuse")
 )
 
 func main() {
@@ -34,12 +35,29 @@ func main() {
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "backend\tfigure\tvalue\tunit\t")
-	for _, b := range metaBackends(scratch) {
-		metaFigures(tw, b)
+	groups := []struct {
+		name string
+		run  func()
+	}{
+		{"meta", func() {
+			for _, b := range metaBackends(scratch) {
+				metaFigures(tw, b)
+			}
+		}},
+		{"cassandra", func() { cassandraFigures(tw) }},
+		{"s3", func() { s3Figures(tw, scratch) }},
+		{"fuse", func() { fuseFigures(tw, scratch) }},
 	}
-	cassandraFigures(tw)
-	s3Figures(tw, scratch)
-	fuseFigures(tw, scratch)
+	known := false
+	for _, g := range groups {
+		if *only == "" || *only == g.name {
+			known = true
+			g.run()
+		}
+	}
+	if !known {
+		check(fmt.Errorf("-only %q: no such group of figures", *only))
+	}
 	check(tw.Flush())
 }
 
