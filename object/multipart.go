@@ -350,7 +350,7 @@ func (s *Service) Parts(ctx context.Context, bucket, key, uploadID string, after
 
 // ListUploads returns a page of the bucket's uploads in progress.
 func (s *Service) ListUploads(ctx context.Context, bucket string, o meta.UploadListOptions) ([]*meta.Upload, error) {
-	b, err := s.meta.Bucket(ctx, bucket)
+	b, err := s.bucket(ctx, bucket)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ package object
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -19,12 +20,20 @@ import (
 
 // Options tune a Service. The zero value is ready for production use.
 type Options struct {
-	// Now is the clock version ids are stamped with; time.Now by default.
-	// Tests of retention and time travel pass a controllable one.
+	// Now is the clock version ids are stamped with, and bucket records
+	// are aged by; time.Now by default. Tests of retention and time travel
+	// pass a controllable one.
 	Now func() time.Time
 	// ChunkSize and InlineMax are passed to data.Write (its defaults when 0).
 	ChunkSize int
 	InlineMax int
+	// BucketTTL is how long a bucket record read from the meta store is
+	// trusted (DefaultBucketTTL when 0; negative: never, every call reads
+	// it). Changes made through this Service are seen at once; a change
+	// made by another process sharing the meta store (a bucket's
+	// versioning state or lifecycle set, the bucket deleted) is seen by
+	// this one within BucketTTL.
+	BucketTTL time.Duration
 }
 
 // Service is the core. It is safe for concurrent use.
@@ -34,6 +43,7 @@ type Service struct {
 	opts     Options
 	watchers watchers
 	guards   guards
+	buckets  bucketCache
 }
 
 // New returns a Service over a meta store and a chunk store. It takes
@@ -41,6 +51,9 @@ type Service struct {
 func New(m meta.Store, d data.Store, o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.BucketTTL == 0 {
+		o.BucketTTL = DefaultBucketTTL
 	}
 	return &Service{meta: m, data: d, opts: o}
 }
@@ -59,12 +72,14 @@ func (s *Service) CreateBucket(ctx context.Context, name, owner string) (meta.Bu
 	if err := s.meta.CreateBucket(ctx, b); err != nil {
 		return meta.Bucket{}, fmt.Errorf("create bucket %s: %w", name, err)
 	}
+	s.knowBucket(b)
 	return b, nil
 }
 
-// Bucket returns the named bucket or meta.ErrNoSuchBucket.
+// Bucket returns the named bucket or meta.ErrNoSuchBucket. It is cheap:
+// the record comes from the Service's cache (see Options.BucketTTL).
 func (s *Service) Bucket(ctx context.Context, name string) (meta.Bucket, error) {
-	return s.meta.Bucket(ctx, name)
+	return s.bucket(ctx, name)
 }
 
 // Buckets returns every bucket, ordered by name.
@@ -74,13 +89,15 @@ func (s *Service) Buckets(ctx context.Context) ([]meta.Bucket, error) {
 
 // DeleteBucket removes an empty bucket: no versions, no delete markers.
 func (s *Service) DeleteBucket(ctx context.Context, name string) error {
-	return s.meta.DeleteBucket(ctx, name)
+	err := s.meta.DeleteBucket(ctx, name)
+	s.forgetBucket(name)
+	return err
 }
 
 // SetVersioning moves a bucket to state v. A bucket that was ever
 // versioned cannot become unversioned again (meta.ErrInvalidVersioning).
 func (s *Service) SetVersioning(ctx context.Context, name string, v meta.Versioning) (meta.Bucket, error) {
-	return s.meta.UpdateBucket(ctx, name, func(b *meta.Bucket) error {
+	return s.updateBucket(ctx, name, func(b *meta.Bucket) error {
 		if !b.Versioning.CanChange(v) {
 			return fmt.Errorf("bucket %s: %s → %s: %w", name, b.Versioning, v, meta.ErrInvalidVersioning)
 		}
@@ -203,6 +220,11 @@ func (s *Service) commit(ctx context.Context, b meta.Bucket, v *meta.Version, ch
 func (s *Service) apply(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) error {
 	refs := func() ([]data.ChunkID, error) { return rowChunks(ms) }
 	if err := s.guarded(ctx, refs, func() error { return s.meta.Commit(ctx, b, ms...) }); err != nil {
+		if errors.Is(err, meta.ErrNoSuchBucket) {
+			// Deleted, or deleted and created again, by another process
+			// while this one trusted its record of it.
+			s.forgetBucket(b.Name)
+		}
 		return err
 	}
 	s.notify(b.Name, ms)
@@ -222,7 +244,7 @@ func (s *Service) target(ctx context.Context, bucket, key string) (meta.Bucket, 
 	if err := meta.ValidKey(key); err != nil {
 		return meta.Bucket{}, err
 	}
-	return s.meta.Bucket(ctx, bucket)
+	return s.bucket(ctx, bucket)
 }
 
 // Head returns the row a GET would serve. versionID "" means the latest.
@@ -230,7 +252,7 @@ func (s *Service) target(ctx context.Context, bucket, key string) (meta.Bucket, 
 // meta.ErrNoSuchKey; when versionID names a delete marker it is returned
 // with meta.ErrDeleteMarker. Front ends show the marker's id either way.
 func (s *Service) Head(ctx context.Context, bucket, key, versionID string) (*meta.Version, error) {
-	b, err := s.meta.Bucket(ctx, bucket)
+	b, err := s.bucket(ctx, bucket)
 	if err != nil {
 		return nil, err
 	}
@@ -344,7 +366,7 @@ func (s *Service) Delete(ctx context.Context, bucket, key string, o DeleteOption
 
 // List returns a page of the bucket's live keys (ListObjects).
 func (s *Service) List(ctx context.Context, bucket string, o meta.ListOptions) (*meta.ListResult, error) {
-	b, err := s.meta.Bucket(ctx, bucket)
+	b, err := s.bucket(ctx, bucket)
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +375,7 @@ func (s *Service) List(ctx context.Context, bucket string, o meta.ListOptions) (
 
 // ListAsOf returns a page of the bucket as it was at instant at.
 func (s *Service) ListAsOf(ctx context.Context, bucket string, at time.Time, o meta.ListOptions) (*meta.ListResult, error) {
-	b, err := s.meta.Bucket(ctx, bucket)
+	b, err := s.bucket(ctx, bucket)
 	if err != nil {
 		return nil, err
 	}
@@ -362,7 +384,7 @@ func (s *Service) ListAsOf(ctx context.Context, bucket string, at time.Time, o m
 
 // ListVersions returns a page of every row (ListObjectVersions).
 func (s *Service) ListVersions(ctx context.Context, bucket string, o meta.VersionListOptions) (*meta.VersionListResult, error) {
-	b, err := s.meta.Bucket(ctx, bucket)
+	b, err := s.bucket(ctx, bucket)
 	if err != nil {
 		return nil, err
 	}

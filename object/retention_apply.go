@@ -32,7 +32,7 @@ func (s *Service) SetLifecycle(ctx context.Context, bucket string, rules []meta.
 	if err := meta.ValidLifecycle(rules); err != nil {
 		return meta.Bucket{}, fmt.Errorf("bucket %s: %w", bucket, err)
 	}
-	return s.meta.UpdateBucket(ctx, bucket, func(b *meta.Bucket) error {
+	return s.updateBucket(ctx, bucket, func(b *meta.Bucket) error {
 		b.Lifecycle = rules
 		return nil
 	})
