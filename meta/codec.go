@@ -276,6 +276,7 @@ func MarshalUpload(u *Upload) ([]byte, error) {
 		InitiatedUnixNanos: initiated,
 		State:              uint32(u.State),
 		Etag:               u.ETag,
+		FullObjectChecksum: u.FullObjectChecksum,
 	}
 	if !u.Version.IsZero() {
 		pb.Version = u.Version[:]
@@ -304,6 +305,8 @@ func UnmarshalUpload(data []byte) (*Upload, error) {
 		Initiated: fromUnixNanos(pb.InitiatedUnixNanos),
 		State:     UploadState(pb.State), // checkUpload checks pb.State itself
 		ETag:      pb.Etag,
+
+		FullObjectChecksum: pb.FullObjectChecksum,
 	}
 	switch len(pb.Version) {
 	case 0:

@@ -172,6 +172,8 @@ func fullUpload() *Upload {
 		Template:  tpl,
 		Version:   NewVersionID(time.Unix(1700000001, 0)),
 		ETag:      "0123456789abcdef0123456789abcdef-2",
+
+		FullObjectChecksum: true,
 	}
 }
 

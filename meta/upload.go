@@ -53,6 +53,11 @@ type Upload struct {
 	Version VersionID
 	// ETag of the completed object ("md5-of-part-md5s-N"), set with Version.
 	ETag string
+	// FullObjectChecksum says the completed object's checksum, of the
+	// algorithm the template's Checksums name, covers its bytes (S3's
+	// FULL_OBJECT type: the parts' CRCs combined) rather than being the
+	// checksum of the parts' checksums (COMPOSITE, the default).
+	FullObjectChecksum bool
 }
 
 // A Part is one uploaded part of an Upload. Uploading a part number again

@@ -525,12 +525,13 @@ type Upload struct {
 	Id                 string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`                                                                    // 32 hex characters: meta.NewUploadID
 	InitiatedUnixNanos *int64                 `protobuf:"varint,3,opt,name=initiated_unix_nanos,json=initiatedUnixNanos,proto3,oneof" json:"initiated_unix_nanos,omitempty"` // unset for the zero time
 	// meta.UploadState: 0 uploading, 1 completing, 2 completed.
-	State         uint32   `protobuf:"varint,4,opt,name=state,proto3" json:"state,omitempty"`
-	Template      *Version `protobuf:"bytes,5,opt,name=template,proto3" json:"template,omitempty"` // absent when the upload has none
-	Version       []byte   `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`   // empty, or the 16 bytes of the completed version's id
-	Etag          string   `protobuf:"bytes,7,opt,name=etag,proto3" json:"etag,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	State              uint32   `protobuf:"varint,4,opt,name=state,proto3" json:"state,omitempty"`
+	Template           *Version `protobuf:"bytes,5,opt,name=template,proto3" json:"template,omitempty"` // absent when the upload has none
+	Version            []byte   `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`   // empty, or the 16 bytes of the completed version's id
+	Etag               string   `protobuf:"bytes,7,opt,name=etag,proto3" json:"etag,omitempty"`
+	FullObjectChecksum bool     `protobuf:"varint,8,opt,name=full_object_checksum,json=fullObjectChecksum,proto3" json:"full_object_checksum,omitempty"` // meta.Upload.FullObjectChecksum
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Upload) Reset() {
@@ -610,6 +611,13 @@ func (x *Upload) GetEtag() string {
 		return x.Etag
 	}
 	return ""
+}
+
+func (x *Upload) GetFullObjectChecksum() bool {
+	if x != nil {
+		return x.FullObjectChecksum
+	}
+	return false
 }
 
 // One part of a multipart upload (meta.Part).
@@ -894,7 +902,7 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x03gid\x18\x03 \x01(\rR\x03gid\x12-\n" +
 	"\x10mtime_unix_nanos\x18\x04 \x01(\x03H\x00R\x0emtimeUnixNanos\x88\x01\x01\x12\x18\n" +
 	"\asymlink\x18\x05 \x01(\fR\asymlinkB\x13\n" +
-	"\x11_mtime_unix_nanos\"\xf2\x01\n" +
+	"\x11_mtime_unix_nanos\"\xa4\x02\n" +
 	"\x06Upload\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x125\n" +
@@ -902,7 +910,8 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x05state\x18\x04 \x01(\rR\x05state\x122\n" +
 	"\btemplate\x18\x05 \x01(\v2\x16.stratafs.meta.VersionR\btemplate\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\fR\aversion\x12\x12\n" +
-	"\x04etag\x18\a \x01(\tR\x04etagB\x17\n" +
+	"\x04etag\x18\a \x01(\tR\x04etag\x120\n" +
+	"\x14full_object_checksum\x18\b \x01(\bR\x12fullObjectChecksumB\x17\n" +
 	"\x15_initiated_unix_nanos\"\xaf\x02\n" +
 	"\x04Part\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x12\n" +
