@@ -72,9 +72,9 @@ func (n *dirNode) childKey(name string) (string, syscall.Errno) {
 	return p + name, 0
 }
 
-// virtual reports whether name is the root's .versions, which no
-// operation of the live tree may touch.
-func (n *dirNode) virtual(name string) bool { return n.IsRoot() && name == versionsName }
+// virtual reports whether name is the root's .versions or .snapshots,
+// which no operation of the live tree may touch.
+func (n *dirNode) virtual(name string) bool { return n.IsRoot() && virtualName(name) }
 
 // attr fills out with the directory's last known attributes.
 func (n *dirNode) attr(out *fuse.Attr) {
@@ -235,6 +235,9 @@ func (n *dirNode) updateUserMeta(ctx context.Context, fn func(map[string]string)
 
 func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	if n.virtual(name) {
+		if name == snapshotsName {
+			return n.snapshotsRoot(ctx, out), 0
+		}
 		return n.versionsRoot(ctx, out), 0
 	}
 	key, errno := n.childKey(name)

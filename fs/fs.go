@@ -79,6 +79,9 @@ type Options struct {
 	StagingDir string
 	// ReadOnly mounts the bucket read-only.
 	ReadOnly bool
+	// AsOf, when set, mounts the bucket as it was at that instant,
+	// read-only: the view .snapshots/<instant>/ shows (see snapshots.go).
+	AsOf time.Time
 	// AllowOther lets users other than the one mounting use the mount;
 	// the kernel then checks permissions against the files' modes.
 	AllowOther bool

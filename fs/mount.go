@@ -43,8 +43,8 @@ func Mount(ctx context.Context, svc *object.Service, bucket, dir string, o Optio
 	if f.log == nil {
 		f.log = slog.Default()
 	}
-	root := &dirNode{node: node{fsys: f}}
-	q := newInvalidator(&root.Inode)
+	root := f.newRoot()
+	q := newInvalidator(root.EmbeddedInode())
 	f.invalid = q.add
 	f.j = newJournal(svc, bucket, f.log, &f.own, q.failed)
 	server, err := fusefs.Mount(dir, root, f.fuseOptions())
@@ -82,7 +82,7 @@ func (f *fsys) fuseOptions() *fusefs.Options {
 		// so rewriting a file makes one version, not two.
 		ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
 	}
-	if f.opts.ReadOnly {
+	if f.opts.ReadOnly || !f.opts.AsOf.IsZero() {
 		mo.Options = append(mo.Options, "ro")
 	}
 	return &fusefs.Options{

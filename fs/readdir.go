@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"syscall"
+	"time"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -112,7 +113,8 @@ func (h *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 // and being written, which have no key yet.
 type listPager struct {
 	fsys     *fsys
-	root     bool // hides a key shadowed by .versions
+	root     bool      // hides the keys shadowed by .versions and .snapshots
+	at       time.Time // lists the bucket as it was then (a .snapshots view); zero: as it is
 	after    string
 	merge    merger   // its prefix is the directory's
 	unlisted []dirent // not listed yet; a key listed meanwhile drops one
@@ -120,7 +122,7 @@ type listPager struct {
 
 func (p *listPager) next(ctx context.Context) ([]dirent, bool, error) {
 	prefix := p.merge.prefix
-	res, err := p.fsys.svc.List(ctx, p.fsys.bucket, meta.ListOptions{Prefix: prefix, Delimiter: "/", After: p.after})
+	res, err := p.fsys.list(ctx, p.at, meta.ListOptions{Prefix: prefix, Delimiter: "/", After: p.after})
 	if err != nil {
 		return nil, false, p.fsys.errno("list "+prefix, err)
 	}
@@ -155,12 +157,13 @@ func (p *listPager) listed(out []dirent) []dirent {
 	return out
 }
 
-// hide drops a root entry named .versions: the mount shows its own there.
+// hide drops the root entries named .versions and .snapshots: the mount
+// shows its own there.
 func (p *listPager) hide(ents []dirent) []dirent {
 	if !p.root {
 		return ents
 	}
-	return slices.DeleteFunc(ents, func(e dirent) bool { return e.name == versionsName })
+	return slices.DeleteFunc(ents, func(e dirent) bool { return virtualName(e.name) })
 }
 
 // A merger turns a listing with delimiter "/" (keys and common prefixes,

@@ -45,6 +45,7 @@ func parseVersionName(name string) (t time.Time, deleted, ok bool) {
 // A versionsDir is .versions or a directory under it.
 type versionsDir struct {
 	node
+	readOnlyDir
 	key string // the path listed; "" for .versions itself
 }
 
@@ -73,8 +74,13 @@ func (n *dirNode) versionsRoot(ctx context.Context, out *fuse.EntryOut) *fusefs.
 	return ch
 }
 
-func (n *versionsDir) attr(out *fuse.Attr) {
-	setAttr(out, meta.POSIX{Mode: syscall.S_IFDIR | 0o555, UID: n.fsys.opts.UID, GID: n.fsys.opts.GID, Mtime: n.fsys.start}, 0, n.fsys.start)
+func (n *versionsDir) attr(out *fuse.Attr) { n.fsys.virtualDirAttr(out) }
+
+// virtualDirAttr fills out with the attributes of the mount's own
+// directories (.versions, .snapshots): read-only, owned by the default
+// owner, made when the bucket was mounted.
+func (f *fsys) virtualDirAttr(out *fuse.Attr) {
+	setAttr(out, meta.POSIX{Mode: syscall.S_IFDIR | 0o555, UID: f.opts.UID, GID: f.opts.GID, Mtime: f.start}, 0, f.start)
 }
 
 func (n *versionsDir) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -157,41 +163,43 @@ func (n *versionsDir) direntLookup(ctx context.Context, e dirent, out *fuse.Entr
 
 func (n *versionsDir) userMeta(context.Context) (map[string]string, syscall.Errno) { return nil, 0 }
 
-func (n *versionsDir) updateUserMeta(context.Context, func(map[string]string) error) syscall.Errno {
+// A readOnlyDir refuses everything that would change the directory that
+// embeds it, or the tree under it.
+type readOnlyDir struct{}
+
+func (readOnlyDir) updateUserMeta(context.Context, func(map[string]string) error) syscall.Errno {
 	return syscall.EROFS
 }
 
-// Everything that would change the tree is refused.
-
-func (n *versionsDir) Setattr(context.Context, fusefs.FileHandle, *fuse.SetAttrIn, *fuse.AttrOut) syscall.Errno {
+func (readOnlyDir) Setattr(context.Context, fusefs.FileHandle, *fuse.SetAttrIn, *fuse.AttrOut) syscall.Errno {
 	return syscall.EROFS
 }
 
-func (n *versionsDir) Create(context.Context, string, uint32, uint32, *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+func (readOnlyDir) Create(context.Context, string, uint32, uint32, *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
 	return nil, nil, 0, syscall.EROFS
 }
 
-func (n *versionsDir) Mkdir(context.Context, string, uint32, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+func (readOnlyDir) Mkdir(context.Context, string, uint32, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	return nil, syscall.EROFS
 }
 
-func (n *versionsDir) Mknod(context.Context, string, uint32, uint32, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+func (readOnlyDir) Mknod(context.Context, string, uint32, uint32, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	return nil, syscall.EROFS
 }
 
-func (n *versionsDir) Symlink(context.Context, string, string, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+func (readOnlyDir) Symlink(context.Context, string, string, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	return nil, syscall.EROFS
 }
 
-func (n *versionsDir) Link(context.Context, fusefs.InodeEmbedder, string, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+func (readOnlyDir) Link(context.Context, fusefs.InodeEmbedder, string, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	return nil, syscall.EROFS
 }
 
-func (n *versionsDir) Unlink(context.Context, string) syscall.Errno { return syscall.EROFS }
+func (readOnlyDir) Unlink(context.Context, string) syscall.Errno { return syscall.EROFS }
 
-func (n *versionsDir) Rmdir(context.Context, string) syscall.Errno { return syscall.EROFS }
+func (readOnlyDir) Rmdir(context.Context, string) syscall.Errno { return syscall.EROFS }
 
-func (n *versionsDir) Rename(context.Context, string, fusefs.InodeEmbedder, string, uint32) syscall.Errno {
+func (readOnlyDir) Rename(context.Context, string, fusefs.InodeEmbedder, string, uint32) syscall.Errno {
 	return syscall.EROFS
 }
 
