@@ -1,0 +1,273 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/stratafs/stratafs/data"
+	"github.com/stratafs/stratafs/data/storetest"
+)
+
+// The remote here is gofakes3, an in-process S3 that keeps objects in
+// memory; integration/multinode_chunks_test.go runs the same contract
+// against the stratafs S3 endpoint, which also checks signatures.
+
+const testBucket = "chunks"
+
+var testCreds = credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")
+
+// fakeS3 starts gofakes3 holding an empty bucket behind h's wrapping, and
+// returns its URL.
+func fakeS3(t *testing.T, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
+	b := s3mem.New()
+	if err := b.CreateBucket(testBucket); err != nil {
+		t.Fatal(err)
+	}
+	h := gofakes3.New(b, gofakes3.WithLogger(gofakes3.DiscardLog())).Server()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+func openStore(t *testing.T, o Options) *Store {
+	t.Helper()
+	if o.Bucket == "" {
+		o.Bucket = testBucket
+	}
+	o.Credentials = testCreds
+	s, err := Open(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) data.Store {
+		return openStore(t, Options{Endpoint: fakeS3(t, nil), Prefix: "a/b"})
+	})
+}
+
+func TestParseURL(t *testing.T) {
+	o, err := ParseURL("s3://bkt/some/prefix/?endpoint=http://127.0.0.1:9000&region=eu-west-1&concurrency=4&max_attempts=2&timeout=5s")
+	want := Options{Bucket: "bkt", Prefix: "some/prefix", Endpoint: "http://127.0.0.1:9000", Region: "eu-west-1",
+		Concurrency: 4, MaxAttempts: 2, Timeout: 5 * time.Second}
+	if err != nil || o != want {
+		t.Fatalf("ParseURL = %+v, %v; want %+v", o, err, want)
+	}
+	if o, err := ParseURL("s3://bkt"); err != nil || o != (Options{Bucket: "bkt"}) {
+		t.Fatalf("ParseURL(s3://bkt) = %+v, %v", o, err)
+	}
+	for _, u := range []string{"s3://", "s3:///p", "file:///x", "s3://b?bogus=1", "s3://b?concurrency=0",
+		"s3://b?max_attempts=x", "s3://b?timeout=-1s", "s3://b?endpoint=127.0.0.1:9000", "s3://k:s@b"} {
+		if _, err := ParseURL(u); err == nil {
+			t.Errorf("ParseURL(%q) accepted", u)
+		}
+	}
+}
+
+// Chunks are objects named prefix/<id>; Walk reports those only, not
+// other keys under the prefix, deeper prefixes or keys beside it.
+func TestLayoutAndStrays(t *testing.T) {
+	ctx := context.Background()
+	url := fakeS3(t, nil)
+	s := openStore(t, Options{Endpoint: url, Prefix: "p"})
+	id := data.NewChunkID()
+	if err := s.Put(ctx, id, []byte("chunk")); err != nil {
+		t.Fatal(err)
+	}
+	other := data.NewChunkID().String()
+	for _, k := range []string{"p/notes.txt", "p/sub/" + other, other, "p/" + strings.ToUpper(other), "pp/" + other} {
+		if _, err := s.client.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String(testBucket), Key: aws.String(k), Body: strings.NewReader("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String(testBucket), Key: aws.String("p/" + id.String())})
+	if err != nil {
+		t.Fatalf("chunk not at p/<id>: %v", err)
+	}
+	b, _ := io.ReadAll(out.Body)
+	out.Body.Close()
+	if string(b) != "chunk" {
+		t.Fatalf("p/<id> holds %q", b)
+	}
+	var seen []data.ChunkID
+	if err := s.Walk(ctx, func(id data.ChunkID, _ int64, _ time.Time) error {
+		seen = append(seen, id)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 1 || seen[0] != id {
+		t.Fatalf("Walk saw %v, want only %s", seen, id)
+	}
+}
+
+// Walk follows ListObjectsV2's continuation tokens past a page.
+func TestWalkPages(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, Options{Endpoint: fakeS3(t, nil), Concurrency: 1})
+	want := map[data.ChunkID]bool{}
+	for range 1003 {
+		id := data.NewChunkID()
+		want[id] = true
+		if err := s.Put(ctx, id, []byte{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// fn deletes as it goes: with one request slot, Walk must not hold it
+	// while fn runs.
+	n := 0
+	if err := s.Walk(ctx, func(id data.ChunkID, _ int64, _ time.Time) error {
+		if !want[id] {
+			t.Errorf("Walk saw %s twice or never put", id)
+		}
+		delete(want, id)
+		n++
+		return s.Delete(ctx, id)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1003 || len(want) != 0 {
+		t.Fatalf("Walk saw %d chunks, missed %d", n, len(want))
+	}
+}
+
+// faults sits in front of the remote and breaks it on demand.
+type faults struct {
+	mode     atomic.Int32 // one of the fault constants
+	requests atomic.Int32 // requests that met the fault
+	cuts     atomic.Int32 // GET bodies still to cut short
+}
+
+const (
+	healthy = iota
+	unavailable
+	hangUp
+)
+
+func (f *faults) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch f.mode.Load() {
+		case unavailable:
+			f.requests.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
+			return
+		case hangUp:
+			f.requests.Add(1)
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		if r.Method == http.MethodGet && r.Header.Get("Range") != "" && f.cuts.Add(-1) >= 0 {
+			h.ServeHTTP(&halfWriter{ResponseWriter: w}, r)
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // the connection drops mid-body
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// halfWriter passes on the first half of the bytes written to it.
+type halfWriter struct {
+	http.ResponseWriter
+}
+
+func (h *halfWriter) Write(p []byte) (int, error) {
+	_, err := h.ResponseWriter.Write(p[:len(p)/2])
+	return len(p), err
+}
+
+// A remote that answers 503 or hangs up fails each operation with an
+// error that names the chunk and the cause, after a bounded number of
+// attempts; nothing panics, and the store works again once the remote is
+// back.
+func TestRemoteFaults(t *testing.T) {
+	ctx := context.Background()
+	f := &faults{}
+	s := openStore(t, Options{Endpoint: fakeS3(t, f.wrap), MaxAttempts: 3, MaxBackoff: 10 * time.Millisecond})
+	kept := data.NewChunkID()
+	want := storetest.Random(1, 5000)
+	if err := s.Put(ctx, kept, want); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		mode  int32
+		cause string
+	}{{unavailable, "StatusCode: 503"}, {hangUp, "request send failed"}} {
+		f.mode.Store(c.mode)
+		id := data.NewChunkID()
+		ops := map[string]func() error{
+			"put chunk " + id.String(): func() error { return s.Put(ctx, id, want) },
+			"read chunk " + kept.String(): func() error {
+				_, err := s.ReadAt(ctx, kept, make([]byte, 10), 0)
+				return err
+			},
+			"delete chunk " + kept.String(): func() error { return s.Delete(ctx, kept) },
+			"walk chunks": func() error {
+				return s.Walk(ctx, func(data.ChunkID, int64, time.Time) error { return nil })
+			},
+		}
+		for what, op := range ops {
+			f.requests.Store(0)
+			err := op()
+			if err == nil || !strings.Contains(err.Error(), what) || !strings.Contains(err.Error(), c.cause) {
+				t.Errorf("%s against a remote in fault mode %d: %v; want an error naming %q and %q", what, c.mode, err, what, c.cause)
+			}
+			if errors.Is(err, data.ErrNoSuchChunk) {
+				t.Errorf("%s: a fault reads as a missing chunk: %v", what, err)
+			}
+			// Go's transport sends an idempotent request again, once, when
+			// the pooled connection it picked turns out to be closed.
+			if n := f.requests.Load(); n < 3 || n > 6 {
+				t.Errorf("%s: %d requests, want 3 attempts (max_attempts), each sent at most twice", what, n)
+			}
+		}
+	}
+	f.mode.Store(healthy)
+	// Two GETs cut short mid-body: ReadAt picks up where each broke off.
+	f.cuts.Store(2)
+	got := make([]byte, len(want))
+	if n, err := s.ReadAt(ctx, kept, got, 0); err != nil || n != len(want) || !bytes.Equal(got, want) {
+		t.Fatalf("ReadAt with bodies cut short: %d bytes, %v", n, err)
+	}
+	if f.cuts.Load() >= 0 {
+		t.Fatalf("the remote cut %d bodies short, want 2", 2-f.cuts.Load())
+	}
+	// More cuts than attempts: an error, not a short read taken for the
+	// end of the chunk.
+	f.cuts.Store(10)
+	if _, err := s.ReadAt(ctx, kept, got, 0); err == nil || errors.Is(err, io.EOF) || !strings.Contains(err.Error(), "read chunk") {
+		t.Fatalf("ReadAt whose every body is cut short: %v", err)
+	}
+}
+
+// A missing bucket fails Open, and is never taken for a missing chunk.
+func TestMissingBucket(t *testing.T) {
+	_, err := Open(context.Background(), Options{Bucket: "nope", Endpoint: fakeS3(t, nil), Credentials: testCreds})
+	if err == nil || !strings.Contains(err.Error(), "s3://nope/") || !strings.Contains(err.Error(), "NoSuchBucket") {
+		t.Fatalf("Open of a missing bucket: %v", err)
+	}
+}
