@@ -372,7 +372,7 @@ func (f *fixture) id(name string) string {
 
 func (f *fixture) upload(bucket, key string) *meta.Upload {
 	f.t.Helper()
-	u, err := f.svc.CreateUpload(f.ctx, bucket, key, object.Attrs{})
+	u, err := f.svc.CreateUpload(f.ctx, bucket, key, object.UploadOptions{})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func TestCollectWhileWriting(t *testing.T) {
 		},
 		func(r *rand.Rand) error { // a multipart upload of one copied part
 			b, dst := buckets[r.IntN(2)], key(r)
-			u, err := f.svc.CreateUpload(f.ctx, b, dst, object.Attrs{})
+			u, err := f.svc.CreateUpload(f.ctx, b, dst, object.UploadOptions{})
 			if err != nil {
 				return err
 			}

@@ -15,17 +15,25 @@ import (
 // MinPartSize is the smallest a part other than the last may be (S3's 5 MiB).
 const MinPartSize = 5 << 20
 
-// CreateUpload starts a multipart upload of key; a holds the attributes
-// the completed version will carry.
-func (s *Service) CreateUpload(ctx context.Context, bucket, key string, a Attrs) (*meta.Upload, error) {
+// UploadOptions describe a CreateUpload.
+type UploadOptions struct {
+	// Attrs are the attributes the completed version will carry.
+	Attrs
+	// FullObjectChecksum is meta.Upload's: the completed version's
+	// checksum (of the algorithm Attrs.Checksums names) covers its bytes.
+	FullObjectChecksum bool
+}
+
+// CreateUpload starts a multipart upload of key.
+func (s *Service) CreateUpload(ctx context.Context, bucket, key string, o UploadOptions) (*meta.Upload, error) {
 	b, err := s.target(ctx, bucket, key)
 	if err != nil {
 		return nil, err
 	}
 	now := s.now()
 	tmpl := &meta.Version{Key: key}
-	a.apply(tmpl)
-	u := &meta.Upload{Key: key, ID: meta.NewUploadID(now), Initiated: now, Template: tmpl}
+	o.apply(tmpl)
+	u := &meta.Upload{Key: key, ID: meta.NewUploadID(now), Initiated: now, Template: tmpl, FullObjectChecksum: o.FullObjectChecksum}
 	if err := s.meta.CreateUpload(ctx, b, u); err != nil {
 		return nil, err
 	}
@@ -184,16 +192,30 @@ type CompletedPart struct {
 // under compare-and-set first, so no part can change meanwhile and two
 // Completes cannot both build a version; the row and the upload's end
 // commit together. A repeated Complete of a completed upload returns the
-// version it made. check vets the key's head as in PutOptions.
-func (s *Service) CompleteUpload(ctx context.Context, bucket, key, uploadID string, parts []CompletedPart, check func(head *meta.Version) error) (*meta.Version, error) {
-	v, err := s.completeUpload(ctx, bucket, key, uploadID, parts, check)
+// version it made. o may be nil.
+func (s *Service) CompleteUpload(ctx context.Context, bucket, key, uploadID string, parts []CompletedPart, o *CompleteOptions) (*meta.Version, error) {
+	if o == nil {
+		o = &CompleteOptions{}
+	}
+	v, err := s.completeUpload(ctx, bucket, key, uploadID, parts, o)
 	if err != nil {
 		return nil, fmt.Errorf("complete upload %s of %s/%s: %w", uploadID, bucket, key, err)
 	}
 	return v, nil
 }
 
-func (s *Service) completeUpload(ctx context.Context, bucket, key, uploadID string, parts []CompletedPart, check func(*meta.Version) error) (*meta.Version, error) {
+// CompleteOptions describe a CompleteUpload.
+type CompleteOptions struct {
+	// Check vets the key's head as in PutOptions.
+	Check func(head *meta.Version) error
+	// Finish completes or refuses the version once its parts are chosen
+	// (parts: the stored parts the request listed, in its order), before
+	// anything commits: the S3 layer checks the parts' checksums and gives
+	// the version its own. A refusal leaves the upload open.
+	Finish func(u *meta.Upload, v *meta.Version, parts []*meta.Part) error
+}
+
+func (s *Service) completeUpload(ctx context.Context, bucket, key, uploadID string, parts []CompletedPart, o *CompleteOptions) (*meta.Version, error) {
 	b, u, err := s.openUpload(ctx, bucket, key, uploadID)
 	if err != nil {
 		return nil, err
@@ -219,7 +241,7 @@ func (s *Service) completeUpload(ctx context.Context, bucket, key, uploadID stri
 	if u.State == meta.Completed {
 		return s.meta.Get(ctx, b, key, u.Version)
 	}
-	v, err := s.assemble(ctx, b, u, parts)
+	v, err := s.assemble(ctx, b, u, parts, o.Finish)
 	if err != nil {
 		// Let the client fix its list and try again (best effort: a
 		// Complete left Completing resumes with the same version id).
@@ -232,7 +254,7 @@ func (s *Service) completeUpload(ctx context.Context, bucket, key, uploadID stri
 		return nil, err
 	}
 	m := meta.PutMutation(b, v)
-	m.Check, m.CompleteUpload = check, uploadID
+	m.Check, m.CompleteUpload = o.Check, uploadID
 	if err := s.apply(ctx, b, m); err != nil {
 		// A concurrent Complete that finished first makes this commit
 		// fail (the upload is no longer Completing, or the version id is
@@ -263,9 +285,9 @@ func checkOrder(parts []CompletedPart) error {
 }
 
 // assemble builds the completed version from the stored parts the request
-// lists. The chunks of parts it leaves out are left to the collector, as
-// in AbortUpload.
-func (s *Service) assemble(ctx context.Context, b meta.Bucket, u *meta.Upload, want []CompletedPart) (*meta.Version, error) {
+// lists, and has finish (if set) complete it. The chunks of parts it
+// leaves out are left to the collector, as in AbortUpload.
+func (s *Service) assemble(ctx context.Context, b meta.Bucket, u *meta.Upload, want []CompletedPart, finish func(*meta.Upload, *meta.Version, []*meta.Part) error) (*meta.Version, error) {
 	stored := map[int32]*meta.Part{}
 	for after := int32(0); ; {
 		page, err := s.meta.Parts(ctx, b, u.Key, u.ID, after, 1000)
@@ -282,6 +304,7 @@ func (s *Service) assemble(ctx context.Context, b meta.Bucket, u *meta.Upload, w
 	}
 	sums := md5.New()
 	mans := make([]*data.Manifest, 0, len(want))
+	chosen := make([]*meta.Part, 0, len(want))
 	for i, w := range want {
 		p, ok := stored[w.Number]
 		if !ok || p.ETag != w.ETag {
@@ -297,6 +320,7 @@ func (s *Service) assemble(ctx context.Context, b meta.Bucket, u *meta.Upload, w
 		raw, _ := hex.DecodeString(p.ETag)
 		sums.Write(raw)
 		mans = append(mans, m)
+		chosen = append(chosen, p)
 	}
 	whole, err := data.Concat(mans...)
 	if err != nil {
@@ -309,6 +333,11 @@ func (s *Service) assemble(ctx context.Context, b meta.Bucket, u *meta.Upload, w
 	v := *u.Template
 	v.Key, v.ID, v.Size, v.Manifest = u.Key, u.Version, whole.GetSize(), man
 	v.ETag = fmt.Sprintf("%x-%d", sums.Sum(nil), len(want))
+	if finish != nil {
+		if err := finish(u, &v, chosen); err != nil {
+			return nil, err
+		}
+	}
 	return &v, nil
 }
 

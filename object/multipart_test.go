@@ -24,7 +24,7 @@ func (f *fixture) part(u *meta.Upload, n int32, body []byte) *meta.Part {
 
 func (f *fixture) upload(key string) *meta.Upload {
 	f.t.Helper()
-	u, err := f.svc.CreateUpload(f.ctx, "bkt", key, object.Attrs{Content: meta.Content{Type: "video/mp4"}, UserMeta: map[string]string{"a": "b"}})
+	u, err := f.svc.CreateUpload(f.ctx, "bkt", key, object.UploadOptions{Attrs: object.Attrs{Content: meta.Content{Type: "video/mp4"}, UserMeta: map[string]string{"a": "b"}}})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func (h *Handler) createUpload(w http.ResponseWriter, q *request) error {
 		attrs.Checksums = map[string]string{alg.name: ""}
 		w.Header().Set("x-amz-checksum-algorithm", alg.name)
 	}
-	u, err := h.svc.CreateUpload(q.ctx, q.bucket, q.key, attrs)
+	u, err := h.svc.CreateUpload(q.ctx, q.bucket, q.key, object.UploadOptions{Attrs: attrs})
 	if err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func (h *Handler) completeUpload(w http.ResponseWriter, q *request) error {
 		}
 		parts[i] = object.CompletedPart{Number: *p.PartNumber, ETag: strings.Trim(strings.TrimSpace(*p.ETag), `"`)}
 	}
-	v, err := h.svc.CompleteUpload(q.ctx, q.bucket, q.key, q.query.Get("uploadId"), parts, check)
+	v, err := h.svc.CompleteUpload(q.ctx, q.bucket, q.key, q.query.Get("uploadId"), parts, &object.CompleteOptions{Check: check})
 	if err != nil {
 		return err
 	}
