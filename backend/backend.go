@@ -14,6 +14,7 @@ import (
 
 	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/data/local"
+	s3data "github.com/stratafs/stratafs/data/s3"
 	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/meta/cassandra"
 	"github.com/stratafs/stratafs/meta/kv/bolt"
@@ -27,7 +28,7 @@ import (
 type Config struct {
 	Dir  string // the data directory; also holds credentials and staging
 	Meta string // bolt:///path, memory://, tikv://pd1:2379?prefix=p, cassandra://h1,h2/ks
-	Data string // file:///path
+	Data string // file:///path, s3://bucket/prefix?endpoint=http://host:port
 }
 
 // Open opens both stores and the core over them. close releases both.
@@ -105,6 +106,13 @@ func OpenMeta(rawURL string) (meta.Store, error) {
 
 // OpenData opens a chunk store from its URL.
 func OpenData(rawURL string) (data.Store, error) {
+	if strings.HasPrefix(rawURL, "s3://") {
+		o, err := s3data.ParseURL(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("chunk store URL %q: %v: %w", rawURL, err, meta.ErrInvalidArgument)
+		}
+		return s3data.Open(context.Background(), o)
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("chunk store URL %q: %w", rawURL, err)
@@ -112,5 +120,5 @@ func OpenData(rawURL string) (data.Store, error) {
 	if p := u.Host + u.Path; u.Scheme == "file" && p != "" {
 		return local.Open(p)
 	}
-	return nil, fmt.Errorf("chunk store URL %q: want file:///path", rawURL)
+	return nil, fmt.Errorf("chunk store URL %q: want file:///path or s3://bucket/prefix[?endpoint=…]", rawURL)
 }

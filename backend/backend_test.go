@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/stratafs/stratafs/object"
 )
@@ -50,7 +54,7 @@ func TestBadURLs(t *testing.T) {
 			t.Errorf("OpenMeta(%q) = %v", u, err)
 		}
 	}
-	for _, u := range []string{"", "s4://b", "file://"} {
+	for _, u := range []string{"", "s4://b", "file://", "s3://", "s3://b?bogus=1", "s3://b?concurrency=0"} {
 		if _, err := OpenData(u); err == nil || !strings.Contains(err.Error(), "chunk store URL") {
 			t.Errorf("OpenData(%q) = %v", u, err)
 		}
@@ -66,5 +70,43 @@ func TestBoltIsLockedAgainstASecondProcess(t *testing.T) {
 	defer closeAll()
 	if _, _, err := Open(Config{Dir: dir}, object.Options{}); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("second open of a data directory: %v", err)
+	}
+}
+
+// s3:// opens chunks in a remote bucket, with credentials from the usual
+// AWS environment variables.
+func TestOpenS3Data(t *testing.T) {
+	b := s3mem.New()
+	if err := b.CreateBucket("chunks"); err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(gofakes3.New(b, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
+	defer ts.Close()
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	svc, closeAll, err := Open(Config{Meta: "memory://", Data: "s3://chunks/node1?endpoint=" + ts.URL}, object.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll()
+	ctx := context.Background()
+	if _, err := svc.CreateBucket(ctx, "bkt", ""); err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Repeat([]byte("x"), 5000) // past the inline limit: a chunk
+	if _, err := svc.Put(ctx, "bkt", "k", bytes.NewReader(want), object.PutOptions{Size: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if objs, err := b.ListBucket("chunks", &gofakes3.Prefix{}, gofakes3.ListBucketPage{}); err != nil || len(objs.Contents) != 1 || !strings.HasPrefix(objs.Contents[0].Key, "node1/") {
+		t.Fatalf("remote bucket after one PUT: %+v, %v; want one chunk under node1/", objs, err)
+	}
+	obj, err := svc.Get(ctx, "bkt", "k", "", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(obj.Body)
+	obj.Body.Close()
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read back %d bytes", len(got))
 	}
 }
