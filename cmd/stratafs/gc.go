@@ -24,7 +24,7 @@ func runGC(ctx context.Context, e *env, args []string) error {
 	dry := fs.Bool("dry-run", false, "report what a collection would do and change nothing")
 	bucket := fs.String("bucket", "", "apply only this bucket's retention rules (chunks are swept across all buckets)")
 	grace := fs.Duration("grace", gc.DefaultGrace, "how old an unreferenced chunk must be to be deleted")
-	if _, err := parse(fs, args, 0, 0); err != nil {
+	if _, err := e.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
 	if *grace <= 0 {
@@ -52,7 +52,7 @@ func runFsck(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("fsck", flag.ContinueOnError)
 	repair := fs.Bool("repair", false, "delete orphan chunks older than the grace period (rows naming missing chunks are only reported)")
 	grace := fs.Duration("grace", gc.DefaultGrace, "how old an orphan chunk must be to be deleted by --repair")
-	if _, err := parse(fs, args, 0, 0); err != nil {
+	if _, err := e.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
 	if *grace <= 0 {
@@ -212,7 +212,7 @@ func runRetention(ctx context.Context, e *env, args []string) error {
 	marker := fs.Bool("expired-marker", false, "remove delete markers that have no older versions left")
 	abort := fs.Int("abort-uploads-days", 0, "abort multipart uploads this many days after they began")
 	clearRules := fs.Bool("clear", false, "remove the rule --id, or every rule when --id is not given")
-	pos, err := parse(fs, args, 1, 1)
+	pos, err := e.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ func runKey(ctx context.Context, e *env, args []string) error {
 	switch sub {
 	case "create":
 		name := fs.String("name", "", "display name of the key's owner in S3 listings (default: the key id)")
-		if _, err := parse(fs, args[1:], 0, 0); err != nil {
+		if _, err := e.parse(fs, args[1:], 0, 0); err != nil {
 			return err
 		}
 		return withService(e, func(svc *object.Service) error {
@@ -40,7 +40,7 @@ func runKey(ctx context.Context, e *env, args []string) error {
 			return nil
 		})
 	case "ls":
-		if _, err := parse(fs, args[1:], 0, 0); err != nil {
+		if _, err := e.parse(fs, args[1:], 0, 0); err != nil {
 			return err
 		}
 		return withService(e, func(svc *object.Service) error {
@@ -59,7 +59,7 @@ func runKey(ctx context.Context, e *env, args []string) error {
 			return tw.Flush()
 		})
 	case "rm":
-		pos, err := parse(fs, args[1:], 1, 1)
+		pos, err := e.parse(fs, args[1:], 1, 1)
 		if err != nil {
 			return err
 		}

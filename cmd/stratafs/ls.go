@@ -20,7 +20,7 @@ func runLs(ctx context.Context, e *env, args []string) error {
 	versions := fs.Bool("versions", false, "list every version and delete marker")
 	asOf := fs.String("as-of", "", "list the bucket as it was at this RFC 3339 instant")
 	recursive := fs.Bool("recursive", false, "list every key under the prefix, not one level")
-	pos, err := parse(fs, args, 0, 1)
+	pos, err := e.parse(fs, args, 0, 1)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ import (
 func runMount(ctx context.Context, e *env, args []string) error {
 	fl := flag.NewFlagSet("mount", flag.ContinueOnError)
 	options := mountFlags(fl)
-	pos, err := parse(fl, args, 2, 2)
+	pos, err := e.parse(fl, args, 2, 2)
 	if err != nil {
 		return err
 	}
@@ -28,7 +28,7 @@ func runMount(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, closeAll, err := openService(e.dataDir)
+	svc, closeAll, err := openService(e)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ import (
 
 // withService runs fn on the embedded store and closes it afterwards.
 func withService(e *env, fn func(*object.Service) error) error {
-	svc, closeAll, err := openService(e.dataDir)
+	svc, closeAll, err := openService(e)
 	if err != nil {
 		return err
 	}
@@ -35,7 +35,7 @@ func runBucket(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("bucket "+sub, flag.ContinueOnError)
 	switch sub {
 	case "ls":
-		if _, err := parse(fs, args[1:], 0, 0); err != nil {
+		if _, err := e.parse(fs, args[1:], 0, 0); err != nil {
 			return err
 		}
 		return withService(e, func(svc *object.Service) error {
@@ -50,7 +50,7 @@ func runBucket(ctx context.Context, e *env, args []string) error {
 			return tw.Flush()
 		})
 	case "create", "rm":
-		pos, err := parse(fs, args[1:], 1, 1)
+		pos, err := e.parse(fs, args[1:], 1, 1)
 		if err != nil {
 			return err
 		}
@@ -64,7 +64,7 @@ func runBucket(ctx context.Context, e *env, args []string) error {
 	case "retention":
 		return runRetention(ctx, e, args[1:])
 	case "versioning":
-		pos, err := parse(fs, args[1:], 1, 2)
+		pos, err := e.parse(fs, args[1:], 1, 2)
 		if err != nil {
 			return err
 		}
@@ -88,7 +88,7 @@ func runBucket(ctx context.Context, e *env, args []string) error {
 }
 
 func runPut(ctx context.Context, e *env, args []string) error {
-	pos, err := parse(flag.NewFlagSet("put", flag.ContinueOnError), args, 2, 2)
+	pos, err := e.parse(flag.NewFlagSet("put", flag.ContinueOnError), args, 2, 2)
 	if err != nil {
 		return err
 	}
@@ -121,7 +121,7 @@ func runGet(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("get", flag.ContinueOnError)
 	version := fs.String("version", "", "version id to read (\"null\" allowed)")
 	asOf := fs.String("as-of", "", "read the version that was latest at this RFC 3339 instant")
-	pos, err := parse(fs, args, 1, 2)
+	pos, err := e.parse(fs, args, 1, 2)
 	if err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func writeOut(e *env, name string, r io.Reader) error {
 func runRm(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("rm", flag.ContinueOnError)
 	version := fs.String("version", "", "remove this version permanently (\"null\" allowed)")
-	pos, err := parse(fs, args, 1, 1)
+	pos, err := e.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}

@@ -34,13 +34,13 @@ const shutdownGrace = 60 * time.Second
 // SIGTERM, then finishes the requests in flight and exits.
 func runServe(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	listen := fs.String("listen", envOr("STRATAFS_LISTEN", "127.0.0.1:9000"), "address to serve S3 on (env STRATAFS_LISTEN)")
-	region := fs.String("region", envOr("STRATAFS_REGION", "us-east-1"), "region clients sign for (env STRATAFS_REGION)")
-	domains := fs.String("domain", envOr("STRATAFS_DOMAIN", "localhost"),
-		"comma-separated domains of virtual-hosted-style requests, BUCKET.DOMAIN (env STRATAFS_DOMAIN)")
-	tlsCert := fs.String("tls-cert", envOr("STRATAFS_TLS_CERT", ""), "serve HTTPS with this certificate file (env STRATAFS_TLS_CERT)")
-	tlsKey := fs.String("tls-key", envOr("STRATAFS_TLS_KEY", ""), "and this key file (env STRATAFS_TLS_KEY)")
-	logLevel := fs.String("log-level", envOr("STRATAFS_LOG_LEVEL", "info"), "debug, info, warn or error (env STRATAFS_LOG_LEVEL)")
+	listen := fs.String("listen", "127.0.0.1:9000", "address to serve S3 on")
+	region := fs.String("region", "us-east-1", "region clients sign for")
+	domains := fs.String("domain", "localhost",
+		"comma-separated domains of virtual-hosted-style requests, BUCKET.DOMAIN")
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this certificate file")
+	tlsKey := fs.String("tls-key", "", "and this key file")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	var mounts [][2]string
 	fs.Func("mount", "also mount a bucket, as BUCKET:DIR (repeatable); the mount flags below apply", func(v string) error {
 		bucket, dir, ok := strings.Cut(v, ":")
@@ -51,15 +51,15 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return nil
 	})
 	mountOptions := mountFlags(fs)
-	metricsListen := fs.String("metrics-listen", envOr("STRATAFS_METRICS_LISTEN", ""),
-		"serve Prometheus metrics on this address at /metrics; off when empty (env STRATAFS_METRICS_LISTEN)")
-	maxWrites := fs.String("max-writes", envOr("STRATAFS_MAX_WRITES", strconv.Itoa(s3.DefaultMaxWrites)),
-		"request bodies stored at once; each holds up to 3 chunk buffers of 8 MiB (env STRATAFS_MAX_WRITES)")
-	gcInterval := fs.String("gc-interval", envOr("STRATAFS_GC_INTERVAL", gc.DefaultInterval.String()),
-		"collect (apply retention, abort stale uploads, delete unreferenced chunks) at start and then this often; 0 disables (env STRATAFS_GC_INTERVAL)")
-	gcGrace := fs.String("gc-grace", envOr("STRATAFS_GC_GRACE", gc.DefaultGrace.String()),
-		"how old an unreferenced chunk must be for the collector to delete it (env STRATAFS_GC_GRACE)")
-	if _, err := parse(fs, args, 0, 0); err != nil {
+	metricsListen := fs.String("metrics-listen", "",
+		"serve Prometheus metrics on this address at /metrics; off when empty")
+	maxWrites := fs.String("max-writes", strconv.Itoa(s3.DefaultMaxWrites),
+		"request bodies stored at once; each holds up to 3 chunk buffers of 8 MiB")
+	gcInterval := fs.String("gc-interval", gc.DefaultInterval.String(),
+		"collect (apply retention, abort stale uploads, delete unreferenced chunks) at start and then this often; 0 disables")
+	gcGrace := fs.String("gc-grace", gc.DefaultGrace.String(),
+		"how old an unreferenced chunk must be for the collector to delete it")
+	if _, err := e.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
 	writes, err := strconv.Atoi(*maxWrites)
@@ -83,7 +83,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
 
-	svc, closeAll, err := openService(e.dataDir)
+	svc, closeAll, err := openService(e)
 	if err != nil {
 		return err
 	}

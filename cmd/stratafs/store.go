@@ -1,19 +1,22 @@
 package main
 
 import (
-	"os"
+	"errors"
+	"fmt"
 
 	"github.com/stratafs/stratafs/backend"
+	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/object"
 )
 
-// openService opens the stores every command works on: by default the
-// embedded pair under the data directory (DIR/meta.db and DIR/chunks);
-// STRATAFS_META and STRATAFS_DATA name others by URL (backend.Config).
-func openService(dir string) (*object.Service, func() error, error) {
-	return backend.Open(backend.Config{
-		Dir:  dir,
-		Meta: os.Getenv("STRATAFS_META"),
-		Data: os.Getenv("STRATAFS_DATA"),
-	}, object.Options{})
+// openService opens the stores every command works on: those --meta and
+// --data name, by default the embedded pair under the data directory
+// (DIR/meta.db and DIR/chunks). A URL that names no store is a usage
+// error; a store that cannot be reached is not.
+func openService(e *env) (*object.Service, func() error, error) {
+	svc, closeAll, err := backend.Open(backend.Config{Dir: e.dataDir, Meta: e.meta, Data: e.data}, object.Options{})
+	if errors.Is(err, meta.ErrInvalidArgument) {
+		return nil, nil, fmt.Errorf("%w: %w", err, errUsage)
+	}
+	return svc, closeAll, err
 }
