@@ -71,7 +71,8 @@ func (c Config) dataURL() string {
 	return "file://" + c.Dir
 }
 
-// OpenMeta opens a meta store from its URL.
+// OpenMeta opens a meta store from its URL. A URL that names no store
+// is meta.ErrInvalidArgument, which a store that fails to open is not.
 func OpenMeta(rawURL string) (meta.Store, error) {
 	// Host lists may hold IPv6 hosts, which url.Parse refuses: these
 	// backends parse their own URLs.
@@ -91,7 +92,7 @@ func OpenMeta(rawURL string) (meta.Store, error) {
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("meta store URL %q: %w", rawURL, err)
+		return nil, fmt.Errorf("meta store URL %q: %v: %w", rawURL, err, meta.ErrInvalidArgument)
 	}
 	switch u.Scheme {
 	case "bolt":
@@ -101,7 +102,7 @@ func OpenMeta(rawURL string) (meta.Store, error) {
 	case "memory":
 		return mem.New(), nil
 	}
-	return nil, fmt.Errorf("meta store URL %q: want bolt:///path/meta.db, memory://, tikv://pd1:2379,pd2:2379[?prefix=p] or cassandra://h1,h2/keyspace[?shards=64]", rawURL)
+	return nil, fmt.Errorf("meta store URL %q: want bolt:///path/meta.db, memory://, tikv://pd1:2379,pd2:2379[?prefix=p] or cassandra://h1,h2/keyspace[?shards=64]: %w", rawURL, meta.ErrInvalidArgument)
 }
 
 // OpenData opens a chunk store from its URL.
@@ -115,7 +116,7 @@ func OpenData(rawURL string) (data.Store, error) {
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("chunk store URL %q: %w", rawURL, err)
+		return nil, fmt.Errorf("chunk store URL %q: %v: %w", rawURL, err, meta.ErrInvalidArgument)
 	}
 	if p := u.Host + u.Path; u.Scheme == "file" && p != "" {
 		return local.Open(p)
