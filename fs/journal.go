@@ -332,8 +332,14 @@ func (j *journal) commit(batch []*change) {
 		ps[i] = c.p
 		keys = append(keys, c.keys...)
 	}
-	// Changes the kernel made itself need no invalidation.
+	// Changes the kernel made itself need no invalidation; other mounts
+	// are told without this goroutine waiting (see watch).
 	release := j.own.hold(keys...)
+	qualified := make([]string, len(keys))
+	for i, k := range keys {
+		qualified[i] = j.bucket + "/" + k
+	}
+	releaseJournaled := journaled.hold(qualified...)
 	err := j.svc.CommitPending(ctx, ps...)
 	if err != nil && len(batch) > 1 {
 		for _, c := range batch {
@@ -345,6 +351,7 @@ func (j *journal) commit(batch []*change) {
 		}
 	}
 	release()
+	releaseJournaled()
 	for _, c := range batch {
 		if c.err == nil {
 			continue

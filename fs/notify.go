@@ -3,6 +3,7 @@ package fs
 import (
 	"strings"
 	"sync"
+	"time"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 
@@ -11,11 +12,10 @@ import (
 
 // An invalidator makes the kernel forget what it cached about keys that
 // changed behind its back (an S3 write in this process), so the mount
-// shows them at once rather than after the cache timeouts. The core's
-// watcher runs on the committing goroutine, which may be serving a FUSE
-// request of this very mount, while the kernel may hold that request's
-// directory lock until a notification about it is answered: so changes
-// are queued and the kernel is notified from a goroutine of its own.
+// shows them at once rather than after the cache timeouts. The kernel is
+// notified from a goroutine of the invalidator's own, and the committer of
+// the change waits for it (see watch): when an S3 client has its answer,
+// the mount shows the change.
 type invalidator struct {
 	root *fusefs.Inode
 
@@ -23,15 +23,30 @@ type invalidator struct {
 	// keys holds the changed keys not notified yet; true marks a key
 	// whose change by the mount itself failed to commit.
 	keys map[string]bool
+	// notified is closed once the keys queued so far are notified.
+	notified chan struct{}
 
 	wake chan struct{}
 	stop chan struct{}
 	done chan struct{}
 }
 
+// maxNotifyWait bounds how long a commit waits for the kernel to take a
+// notification. The kernel takes the directory's lock to drop an entry,
+// and the request holding it may wait for something the committer holds
+// (the journal of another mount of the bucket, a mount starting); past
+// the bound the notification is still made, only not waited for.
+const maxNotifyWait = time.Second
+
+// journaled holds the keys being committed by the journal of any mount
+// in this process, qualified by their bucket ("bucket/key"): the
+// journals' goroutines never wait for a notification, since requests of
+// the mounts they serve may wait for them.
+var journaled ownKeys
+
 func newInvalidator(root *fusefs.Inode) *invalidator {
-	q := &invalidator{root: root, keys: map[string]bool{}, wake: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{})}
+	q := &invalidator{root: root, keys: map[string]bool{}, notified: make(chan struct{}),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go q.run()
 	return q
 }
@@ -39,18 +54,34 @@ func newInvalidator(root *fusefs.Inode) *invalidator {
 // add queues key, changed by someone else. It never blocks.
 func (q *invalidator) add(key string) { q.queue(key, false) }
 
+// addWait queues key, changed by someone else, and waits until the
+// kernel is notified, for maxNotifyWait at most.
+func (q *invalidator) addWait(key string) {
+	notified := q.queue(key, false)
+	t := time.NewTimer(maxNotifyWait)
+	defer t.Stop()
+	select {
+	case <-notified:
+	case <-t.C:
+	case <-q.done:
+	}
+}
+
 // failed queues key, whose change by the mount failed to commit: what
 // the mount showed of it was never stored. It never blocks.
 func (q *invalidator) failed(key string) { q.queue(key, true) }
 
-func (q *invalidator) queue(key string, failed bool) {
+// queue queues key and returns a channel closed once it is notified.
+func (q *invalidator) queue(key string, failed bool) <-chan struct{} {
 	q.mu.Lock()
 	q.keys[key] = q.keys[key] || failed
+	notified := q.notified
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
 	default:
 	}
+	return notified
 }
 
 func (q *invalidator) run() {
@@ -62,12 +93,13 @@ func (q *invalidator) run() {
 		case <-q.wake:
 		}
 		q.mu.Lock()
-		keys := q.keys
-		q.keys = map[string]bool{}
+		keys, notified := q.keys, q.notified
+		q.keys, q.notified = map[string]bool{}, make(chan struct{})
 		q.mu.Unlock()
 		for key, failed := range keys {
 			q.invalidate(key, failed)
 		}
+		close(notified)
 	}
 }
 
@@ -120,11 +152,18 @@ func (q *invalidator) invalidate(key string, failed bool) {
 	}
 }
 
-// watch queues the changes of the mounted bucket committed by others.
+// watch invalidates the changes of the mounted bucket committed by
+// others, on their committing goroutine: an S3 write waits until the
+// kernel is told, so that its client, once answered, finds it in the
+// mount; another mount's journal does not wait.
 func (f *fsys) watch(q *invalidator) func(object.Change) {
 	return func(c object.Change) {
-		if c.Bucket == f.bucket && !f.own.has(c.Key) {
+		switch {
+		case c.Bucket != f.bucket || f.own.has(c.Key):
+		case journaled.has(c.Bucket + "/" + c.Key):
 			q.add(c.Key)
+		default:
+			q.addWait(c.Key)
 		}
 	}
 }

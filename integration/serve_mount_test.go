@@ -20,27 +20,8 @@ import (
 // mounts the bucket over the same core, so each path sees the other's
 // writes and deletes at once.
 func TestServeMount(t *testing.T) {
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("SKIPPING FUSE TEST: /dev/fuse is not available here (%v); CI runs it", err)
-	}
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	bin := buildStratafs(t)
-	dataDir := t.TempDir()
-	stratafs(t, bin, dataDir, "bucket", "create", "shared")
-	stratafs(t, bin, dataDir, "bucket", "versioning", "shared", "enabled")
-	dir := t.TempDir()
-	p := startServe(t, bin, dataDir, "--mount", "shared:"+dir, "--gc-interval", "0")
-	// Runs before the process is killed: a failed test leaves no mount.
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
-	waitMounted(t, dir)
-
-	srv := &s3Server{url: p.endpoint, tr: &http.Transport{}}
-	root := exported(t, strings.Join(p.stdout, "\n"))
-	c := s3Test{t: t, ctx: context.Background(), c: srv.client(true, func(o *awss3.Options) {
-		o.Credentials = credentials.StaticCredentialsProvider{Value: root}
-	})}
+	m := startServeMount(t, "shared")
+	dir, c, p := m.dir, m.c, m.servedProcess
 	defer recoverMust(t)
 
 	c.put("shared", "docs/a.txt", []byte("from s3"))
@@ -73,6 +54,41 @@ func TestServeMount(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, ".versions")); err == nil {
 		t.Fatal("the mount outlived serve")
 	}
+}
+
+// A servedMount is `stratafs serve --mount BUCKET:DIR` of a versioned
+// bucket on a new data directory: the process, the mount point and an
+// SDK client with the root credentials.
+type servedMount struct {
+	*servedProcess
+	dir string
+	c   s3Test
+}
+
+// startServeMount creates bucket, versioned, and starts serve mounting
+// it. It skips, loudly, where FUSE or the time to build the binary is
+// missing.
+func startServeMount(t *testing.T, bucket string) *servedMount {
+	t.Helper()
+	skipWithoutFUSE(t)
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildStratafs(t)
+	dataDir := t.TempDir()
+	stratafs(t, bin, dataDir, "bucket", "create", bucket)
+	stratafs(t, bin, dataDir, "bucket", "versioning", bucket, "enabled")
+	dir := t.TempDir()
+	p := startServe(t, bin, dataDir, "--mount", bucket+":"+dir, "--gc-interval", "0")
+	// Runs before the process is killed: a failed test leaves no mount.
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	waitMounted(t, dir)
+	srv := &s3Server{url: p.endpoint, tr: &http.Transport{}}
+	root := exported(t, strings.Join(p.stdout, "\n"))
+	c := s3Test{t: t, ctx: context.Background(), c: srv.client(true, func(o *awss3.Options) {
+		o.Credentials = credentials.StaticCredentialsProvider{Value: root}
+	})}
+	return &servedMount{servedProcess: p, dir: dir, c: c}
 }
 
 // waitMounted waits until dir is a stratafs mount (its hidden .versions
