@@ -121,5 +121,5 @@ func OpenData(rawURL string) (data.Store, error) {
 	if p := u.Host + u.Path; u.Scheme == "file" && p != "" {
 		return local.Open(p)
 	}
-	return nil, fmt.Errorf("chunk store URL %q: want file:///path or s3://bucket/prefix[?endpoint=…]", rawURL)
+	return nil, fmt.Errorf("chunk store URL %q: want file:///path or s3://bucket/prefix[?endpoint=…]: %w", rawURL, meta.ErrInvalidArgument)
 }
