@@ -11,19 +11,11 @@ import (
 	"time"
 
 	"github.com/stratafs/stratafs/data/local"
-	"github.com/stratafs/stratafs/internal/testproc"
+	"github.com/stratafs/stratafs/internal/timetest"
 	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/meta/kv/mem"
 	"github.com/stratafs/stratafs/object"
 )
-
-// lastStamp returns the time of the last version id the process issued.
-// Ids never share a time, so the rows of one commit (a rename's new
-// version and its delete marker) are stamped a nanosecond or more apart:
-// a step is over at its last row's time.
-func lastStamp() time.Time {
-	return meta.NewVersionID(time.Unix(0, 0)).Time().Add(-time.Nanosecond)
-}
 
 // tree is the bucket at one instant: key → bytes.
 type tree map[string][]byte
@@ -34,7 +26,7 @@ type tree map[string][]byte
 // after the last) is exactly the tree recorded then, bytes included,
 // through the as-of listing (in small pages) and through VersionAt.
 func TestTimeTravel(t *testing.T) {
-	if !testproc.Alone(t) {
+	if !timetest.Alone(t) {
 		return
 	}
 	ctx := t.Context()
@@ -44,15 +36,8 @@ func TestTimeTravel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close(); m.Close() })
-	// The fake clock starts after every id issued so far and runs forward:
-	// ids never run behind, so a clock behind them would not be the time
-	// the rows carry.
-	start := lastStamp()
-	if now := time.Now(); now.After(start) {
-		start = now
-	}
-	start = start.Add(time.Minute)
-	clock := &fakeClock{now: start}
+	clock := timetest.NewClock()
+	start := clock.Now()
 	svc := object.New(m, d, object.Options{ChunkSize: chunk, Now: clock.Now})
 	if _, err := svc.CreateBucket(ctx, "bkt", ""); err != nil {
 		t.Fatal(err)
@@ -78,9 +63,7 @@ func TestTimeTravel(t *testing.T) {
 	var from, at []time.Time
 	now := start
 	for now.Sub(start) < time.Hour {
-		step := time.Duration(1+rng.IntN(40_000)) * time.Millisecond
-		clock.advance(step)
-		now = now.Add(step)
+		now = clock.Advance(time.Duration(1+rng.IntN(40_000)) * time.Millisecond)
 		live := slices.Sorted(maps.Keys(cur))
 		var what string
 		switch op := rng.IntN(10); {
@@ -110,7 +93,7 @@ func TestTimeTravel(t *testing.T) {
 			delete(cur, src)
 		}
 		steps = append(steps, maps.Clone(cur))
-		from, at = append(from, now), append(at, lastStamp())
+		from, at = append(from, now), append(at, timetest.LastStamp())
 		t.Logf("%s: %s", at[len(at)-1].Sub(start), what)
 	}
 	if len(steps) < 50 {
