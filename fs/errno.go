@@ -27,6 +27,9 @@ func (f *fsys) errno(op string, err error) syscall.Errno {
 		return syscall.EXDEV
 	case errors.Is(err, meta.ErrConflict):
 		return syscall.EAGAIN
+	case errors.Is(err, meta.ErrUnavailable):
+		// The store did not answer: EIO, logged below, even when the
+		// error also carries the deadline the store gave up at.
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return syscall.EINTR
 	}
