@@ -108,6 +108,11 @@ type Options struct {
 	// Timeout bounds every call, and each page of a scan; past it the
 	// call fails with meta.ErrUnavailable. Default 10s.
 	Timeout time.Duration
+	// NoDiscovery connects to the one host given and nowhere else: every
+	// node address the cluster reports is taken to mean that host. For a
+	// cluster reached through a proxy, load balancer or port forward,
+	// where the nodes' own addresses are not reachable.
+	NoDiscovery bool
 }
 
 // MaxShards bounds a bucket's shard count: a listing reads every shard.
@@ -168,6 +173,22 @@ func newCluster(hosts []string, o Options) *gocql.ClusterConfig {
 	// Paxos assigns the timestamps of conditional writes, and every write
 	// here is one.
 	c.DefaultTimestamp = false
+	if o.NoDiscovery && len(hosts) == 1 {
+		c.DisableInitialHostLookup = true
+		// The driver still learns nodes when it reconnects and from
+		// events; they all go through the one host.
+		via := hosts[0]
+		if _, _, err := net.SplitHostPort(via); err != nil {
+			via = net.JoinHostPort(via, strconv.Itoa(c.Port))
+		}
+		c.AddressTranslator = gocql.AddressTranslatorFunc(func(ip net.IP, port int) (net.IP, int) {
+			a, err := net.ResolveTCPAddr("tcp", via)
+			if err != nil {
+				return ip, port
+			}
+			return a.IP, a.Port
+		})
+	}
 	return c
 }
 
@@ -194,6 +215,9 @@ func open(ctx context.Context, c *gocql.ClusterConfig, keyspace string, o Option
 	}
 	if o.Shards != 0 && !validShards(o.Shards) {
 		return fail(fmt.Errorf("shards %d: want a power of two up to %d: %w", o.Shards, MaxShards, meta.ErrInvalidArgument))
+	}
+	if o.NoDiscovery && len(c.Hosts) != 1 {
+		return fail(fmt.Errorf("no discovery through %d hosts: want one: %w", len(c.Hosts), meta.ErrInvalidArgument))
 	}
 	ns := o.Namespace
 	if ns == "" {

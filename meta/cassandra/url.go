@@ -15,13 +15,14 @@ import (
 //
 //	cassandra://host[:port][,host[:port]…]/keyspace[?option=value&…]
 //
-// with the options shards, consistency, replication, namespace and
-// timeout (a Go duration), each as in Options, into the arguments of
+// with the options shards, consistency, replication, namespace, timeout
+// (a Go duration) and discover (true or false: NoDiscovery, which takes
+// one host), each as in Options, into the arguments of
 // Open. Anything else in the URL is an error rather than ignored, so that
 // a misspelt option does not silently change where or how rows go.
 func ParseURL(s string) (hosts []string, keyspace string, o Options, err error) {
 	bad := func(why string, args ...any) error {
-		return fmt.Errorf("cassandra URL %q: %s (want cassandra://host[:port][,…]/keyspace[?shards=N&consistency=…&replication=…&namespace=…&timeout=…]): %w",
+		return fmt.Errorf("cassandra URL %q: %s (want cassandra://host[:port][,…]/keyspace[?shards=N&consistency=…&replication=…&namespace=…&timeout=…&discover=false]): %w",
 			s, fmt.Sprintf(why, args...), meta.ErrInvalidArgument)
 	}
 	// Not url.Parse: it takes the hosts for one, and refuses a list with
@@ -76,9 +77,18 @@ func ParseURL(s string) (hosts []string, keyspace string, o Options, err error) 
 			if o.Timeout, err = time.ParseDuration(v); err != nil || o.Timeout <= 0 {
 				return nil, "", o, bad("timeout=%s is not a positive duration", v)
 			}
+		case "discover":
+			d, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, "", o, bad("discover=%s is not true or false", v)
+			}
+			o.NoDiscovery = !d
 		default:
 			return nil, "", o, bad("unknown option %q", k)
 		}
+	}
+	if o.NoDiscovery && len(hosts) != 1 {
+		return nil, "", o, bad("discover=false takes one host")
 	}
 	return hosts, keyspace, o, nil
 }

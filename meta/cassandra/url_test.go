@@ -22,6 +22,8 @@ func TestParseURL(t *testing.T) {
 			Options{Shards: 64, Consistency: "quorum", Replication: "1"}},
 		{"cassandra://h/ks?replication=dc1:3,dc2:2&namespace=a%2Fb&timeout=2s&shards=1", []string{"h"}, "ks",
 			Options{Shards: 1, Replication: "dc1:3,dc2:2", Namespace: "a/b", Timeout: 2 * time.Second}},
+		{"cassandra://lb:19042/ks?discover=false", []string{"lb:19042"}, "ks", Options{NoDiscovery: true}},
+		{"cassandra://h1,h2/ks?discover=true", []string{"h1", "h2"}, "ks", Options{}},
 	} {
 		hosts, ks, o, err := ParseURL(c.url)
 		if err != nil || !slices.Equal(hosts, c.hosts) || ks != c.keyspace || o != c.o {
@@ -33,6 +35,7 @@ func TestParseURL(t *testing.T) {
 		"cassandra://u@h/ks", "cassandra://h:port/ks", "cassandra://h:0/ks", "cassandra://h,/ks", "cassandra://h/ks#f",
 		"cassandra://h/ks?shards=3", "cassandra://h/ks?shards=2048", "cassandra://h/ks?shards=0", "cassandra://h/ks?timeout=soon",
 		"cassandra://h/ks?timeout=-1s", "cassandra://h/ks?shard=64", "cassandra://h/ks?shards=2&shards=4", "cassandra://h/ks?x=%zz",
+		"cassandra://h1,h2/ks?discover=false", "cassandra://h/ks?discover=no",
 	} {
 		if _, _, _, err := ParseURL(u); !errors.Is(err, meta.ErrInvalidArgument) {
 			t.Errorf("ParseURL(%q): %v, want ErrInvalidArgument", u, err)
