@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,6 +31,9 @@ type MountPoint struct {
 // the file system itself; otherwise through fusermount3.
 func Mount(ctx context.Context, svc *object.Service, bucket, dir string, o Options) (*MountPoint, error) {
 	if err := checkMountpoint(dir); err != nil {
+		return nil, err
+	}
+	if err := checkUnprivileged(o); err != nil {
 		return nil, err
 	}
 	if _, err := svc.Bucket(ctx, bucket); err != nil {
@@ -119,6 +125,37 @@ func checkMountpoint(dir string) error {
 		return fmt.Errorf("mount point %s is not empty", dir)
 	}
 	return nil
+}
+
+// fuseConf is fusermount3's configuration: user_allow_other there lets
+// users other than root mount with allow_other.
+const fuseConf = "/etc/fuse.conf"
+
+// checkUnprivileged explains what a user other than root lacks to mount,
+// before fusermount3 fails with a bare exit code (it says why on the
+// standard error, which a service may not show).
+func checkUnprivileged(o Options) error {
+	if os.Geteuid() == 0 {
+		return nil
+	}
+	if !slices.ContainsFunc([]string{"fusermount3", "/bin/fusermount3", "fusermount", "/bin/fusermount"}, func(bin string) bool {
+		_, err := exec.LookPath(bin)
+		return err == nil
+	}) {
+		return errors.New("mount as a user other than root: fusermount3 is not installed (Debian: apt install fuse3)")
+	}
+	if o.AllowOther && !userAllowOther() {
+		return fmt.Errorf("mount with allow_other as a user other than root: %s lacks a line user_allow_other", fuseConf)
+	}
+	return nil
+}
+
+// userAllowOther reports whether fuseConf has a line user_allow_other.
+func userAllowOther() bool {
+	b, err := os.ReadFile(fuseConf)
+	return err == nil && slices.ContainsFunc(strings.Split(string(b), "\n"), func(l string) bool {
+		return strings.TrimSpace(l) == "user_allow_other"
+	})
 }
 
 // Unmount unmounts the bucket and waits until serving has stopped and
