@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -83,7 +84,11 @@ func TestMultiNode(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("C's S3 GET of %s: %d bytes, not those written through B", key, len(got))
 		}
+		start = time.Now()
 		got, err := os.ReadFile(filepath.Join(c.dir, key))
+		if key == "from-b/s3.bin" {
+			t.Logf("9 MiB read in C's mount: %v", time.Since(start).Round(time.Millisecond))
+		}
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("C's mount reads %s: %d bytes, %v; not those written through B", key, len(got), err)
 		}
@@ -118,6 +123,15 @@ func TestMultiNode(t *testing.T) {
 
 	racePuts(t, b, c)
 	putGetFigures(t, b)
+
+	// fsck, beside the running gateways, walks A's bucket (ListObjectsV2)
+	// and finds every chunk the rows name.
+	out := stratafs(t, bin, t.TempDir(), "fsck")
+	m := regexp.MustCompile(`buckets, (\d+) chunks`).FindStringSubmatch(out)
+	if m == nil || m[1] == "0" || strings.Contains(out, "missing") {
+		t.Fatalf("fsck over chunks on A:\n%s", out)
+	}
+	t.Logf("fsck: %s", strings.SplitN(out, "\n", 2)[0])
 }
 
 // gateway is node B or C: its process, mount point and S3 client.
