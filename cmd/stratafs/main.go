@@ -45,7 +45,7 @@ func commands() []command {
 		{"get", "get BUCKET/KEY [FILE|-] [--version V] [--as-of TIME]", runGet},
 		{"ls", "ls [BUCKET[/PREFIX]] [--versions] [--as-of TIME] [--recursive]", runLs},
 		{"rm", "rm BUCKET/KEY [--version V]", runRm},
-		{"mount", "mount BUCKET DIR [--read-only] [--allow-other] [--uid N] [--gid N] [--umask 022] [--attr-timeout 1s] [--entry-timeout 1s]", configured(runMount)},
+		{"mount", "mount BUCKET DIR [--as-of TIME] [--read-only] [--allow-other] [--uid N] [--gid N] [--umask 022] [--attr-timeout 1s] [--entry-timeout 1s]", configured(runMount)},
 		{"serve", "serve [--listen ADDR] [--region R] [--domain D] [--tls-cert F --tls-key F] [--log-level L] [--max-writes N] [--metrics-listen ADDR] [--gc-interval 1h] [--gc-grace 1h] [--mount BUCKET:DIR]… [mount flags]", configured(runServe)},
 		{"key", "key create [--name N] | ls | rm ID", runKey},
 		{"gc", "gc [--dry-run] [--bucket B] [--grace 1h]", runGC},

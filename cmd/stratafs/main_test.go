@@ -111,6 +111,7 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"get", "docs/k", "--version", "zz"}, 1, "invalid version id"},
 		{[]string{"put", "docs/k", "/nonexistent/file"}, 1, "no such file"},
 		{[]string{"ls", "docs", "--as-of", "yesterday"}, 2, "RFC 3339"},
+		{[]string{"mount", "docs", "/nonexistent", "--as-of", "yesterday"}, 2, "--as-of: time \"yesterday\" is not RFC 3339"},
 	} {
 		code, _, errOut := c.run("", tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.msg) || strings.Count(strings.TrimSpace(errOut), "\n") > 0 && tc.code == 1 {

@@ -16,10 +16,12 @@ import (
 
 // runMount mounts a bucket in the foreground until SIGINT or SIGTERM,
 // then unmounts it, waiting for open files to be closed; it returns once
-// every change made in the mount is committed.
+// every change made in the mount is committed. With --as-of it mounts the
+// bucket as it was at an instant, read-only.
 func runMount(ctx context.Context, e *env, args []string) error {
 	fl := flag.NewFlagSet("mount", flag.ContinueOnError)
 	options := mountFlags(fl)
+	asOf := fl.String("as-of", "", "mount the bucket read-only as it was at this RFC 3339 instant")
 	pos, err := e.parse(fl, args, 2, 2)
 	if err != nil {
 		return err
@@ -27,6 +29,11 @@ func runMount(ctx context.Context, e *env, args []string) error {
 	o, err := options(e)
 	if err != nil {
 		return err
+	}
+	if *asOf != "" {
+		if o.AsOf, err = parseTime(*asOf); err != nil {
+			return fmt.Errorf("--as-of: %w", err)
+		}
 	}
 	svc, closeAll, err := openService(e)
 	if err != nil {
@@ -82,8 +89,13 @@ func mountBucket(ctx context.Context, e *env, svc *object.Service, bucket, dir s
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(e.stdout, "mounted bucket %s on %s; old versions are under %s\n",
-		bucket, dir, filepath.Join(dir, ".versions"))
+	if !o.AsOf.IsZero() {
+		fmt.Fprintf(e.stdout, "mounted bucket %s on %s as it was at %s, read-only\n",
+			bucket, dir, o.AsOf.Format(time.RFC3339Nano))
+		return m, nil
+	}
+	fmt.Fprintf(e.stdout, "mounted bucket %s on %s; old versions are under %s, past states under %s\n",
+		bucket, dir, filepath.Join(dir, ".versions"), filepath.Join(dir, ".snapshots", "<RFC 3339 instant>"))
 	return m, nil
 }
 
