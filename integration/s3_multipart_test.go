@@ -333,6 +333,7 @@ func TestS3MultipartBadRequests(t *testing.T) {
 		return []byte("<CompleteMultipartUpload>" + parts + "</CompleteMultipartUpload>")
 	}
 	part1 := `<Part><PartNumber>1</PartNumber><ETag>"` + md5hex([]byte("part one")) + `"</ETag></Part>`
+	part1sha := strings.Replace(part1, "</Part>", "<ChecksumSHA256>"+b64SHA256([]byte("part one"))+"</ChecksumSHA256></Part>", 1)
 
 	tests := []struct {
 		name   string
@@ -354,8 +355,19 @@ func TestS3MultipartBadRequests(t *testing.T) {
 			header: map[string]string{"Content-MD5": b64MD5([]byte("other"))}}, 400, "BadDigest"},
 		{"Complete If-None-Match other than *", rawRequest{method: "POST", path: upload, body: complete(part1),
 			header: map[string]string{"If-None-Match": `"abc"`}}, 501, "NotImplemented"},
-		{"Complete with a whole-object checksum", rawRequest{method: "POST", path: upload, body: complete(part1),
-			header: map[string]string{"x-amz-checksum-crc32": crc32b64([]byte("whole"))}}, 501, "NotImplemented"},
+		{"Complete with a whole-object checksum of another algorithm", rawRequest{method: "POST", path: upload, body: complete(part1sha),
+			header: map[string]string{"x-amz-checksum-crc32": crc32b64([]byte("whole"))}}, 400, "BadDigest"},
+		{"Complete with a wrong whole-object checksum", rawRequest{method: "POST", path: upload, body: complete(part1sha),
+			header: map[string]string{"x-amz-checksum-sha256": b64SHA256([]byte("whole")) + "-1"}}, 400, "BadDigest"},
+		{"Complete without a part's checksum", rawRequest{method: "POST", path: upload, body: complete(part1)}, 400, "InvalidRequest"},
+		{"Complete with a wrong part checksum", rawRequest{method: "POST", path: upload,
+			body: complete(strings.Replace(part1sha, b64SHA256([]byte("part one")), b64SHA256([]byte("part two")), 1))}, 400, "InvalidPart"},
+		{"Complete with a part checksum of another algorithm", rawRequest{method: "POST", path: upload,
+			body: complete(strings.Replace(part1, "</Part>", "<ChecksumCRC32>"+crc32b64([]byte("part one"))+"</ChecksumCRC32></Part>", 1))}, 400, "InvalidPart"},
+		{"Complete in another checksum mode", rawRequest{method: "POST", path: upload, body: complete(part1sha),
+			header: map[string]string{"x-amz-checksum-type": "FULL_OBJECT"}}, 400, "InvalidRequest"},
+		{"Complete with a wrong object size", rawRequest{method: "POST", path: upload, body: complete(part1sha),
+			header: map[string]string{"x-amz-mp-object-size": "9"}}, 400, "InvalidRequest"},
 		{"Complete unknown upload", rawRequest{method: "POST", path: "/badmp/k?uploadId=00000000000000000000000000000000", body: complete(part1)}, 404, "NoSuchUpload"},
 		{"Complete malformed upload id", rawRequest{method: "POST", path: "/badmp/k?uploadId=x", body: complete(part1)}, 404, "NoSuchUpload"},
 		{"Complete of another key's upload", rawRequest{method: "POST", path: "/badmp/other?uploadId=" + id, body: complete(part1)}, 404, "NoSuchUpload"},
@@ -383,6 +395,12 @@ func TestS3MultipartBadRequests(t *testing.T) {
 			"x-amz-copy-source-if-unmodified-since": time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat)}}, 412, "PreconditionFailed"},
 		{"CreateMultipartUpload unknown checksum", rawRequest{method: "POST", path: "/badmp/new?uploads",
 			header: map[string]string{"x-amz-checksum-algorithm": "MD4"}}, 400, "InvalidRequest"},
+		{"CreateMultipartUpload SHA256 of the whole object", rawRequest{method: "POST", path: "/badmp/new?uploads",
+			header: map[string]string{"x-amz-checksum-algorithm": "SHA256", "x-amz-checksum-type": "FULL_OBJECT"}}, 400, "InvalidRequest"},
+		{"CreateMultipartUpload composite CRC64NVME", rawRequest{method: "POST", path: "/badmp/new?uploads",
+			header: map[string]string{"x-amz-checksum-algorithm": "CRC64NVME", "x-amz-checksum-type": "COMPOSITE"}}, 400, "InvalidRequest"},
+		{"CreateMultipartUpload checksum type alone", rawRequest{method: "POST", path: "/badmp/new?uploads",
+			header: map[string]string{"x-amz-checksum-type": "COMPOSITE"}}, 400, "InvalidRequest"},
 		{"CreateMultipartUpload with SSE", rawRequest{method: "POST", path: "/badmp/new?uploads",
 			header: map[string]string{"x-amz-server-side-encryption": "aws:kms"}}, 501, "NotImplemented"},
 		{"CreateMultipartUpload oversized metadata", rawRequest{method: "POST", path: "/badmp/new?uploads",

@@ -29,6 +29,23 @@ type checksumAlg struct {
 	name string // "CRC32", as x-amz-sdk-checksum-algorithm and meta spell it
 	size int
 	new  func() hash.Hash
+	crc  *crcMath // the CRC's arithmetic; nil for the SHA algorithms
+}
+
+// Checksum types (x-amz-checksum-type). A COMPOSITE sum of a multipart
+// upload is the sum of its parts' sums, stored and shown with "-N" (N
+// parts) after it; a FULL_OBJECT sum covers the object's bytes.
+const (
+	typeComposite  = "COMPOSITE"
+	typeFullObject = "FULL_OBJECT"
+)
+
+// sumType is the checksum type of a stored sum.
+func sumType(v string) string {
+	if strings.Contains(v, "-") {
+		return typeComposite
+	}
+	return typeFullObject
 }
 
 // header is the request and response header that carries the sum.
@@ -42,11 +59,11 @@ var (
 )
 
 var checksumAlgs = []checksumAlg{
-	{"CRC32", 4, func() hash.Hash { return crc32.NewIEEE() }},
-	{"CRC32C", 4, func() hash.Hash { return crc32.New(castagnoli) }},
-	{"CRC64NVME", 8, func() hash.Hash { return crc64.New(nvme) }},
-	{"SHA1", sha1.Size, sha1.New},
-	{"SHA256", sha256.Size, sha256.New},
+	{"CRC32", 4, func() hash.Hash { return crc32.NewIEEE() }, newCRCMath(crc32.IEEE, 32)},
+	{"CRC32C", 4, func() hash.Hash { return crc32.New(castagnoli) }, newCRCMath(crc32.Castagnoli, 32)},
+	{"CRC64NVME", 8, func() hash.Hash { return crc64.New(nvme) }, newCRCMath(0x9a6c9329ac4bc9b5, 64)},
+	{"SHA1", sha1.Size, sha1.New, nil},
+	{"SHA256", sha256.Size, sha256.New, nil},
 }
 
 func checksumByName(name string) (checksumAlg, bool) {
@@ -84,6 +101,29 @@ func checksumBody(q *request, body io.Reader, size int64) (r io.Reader, sum *bod
 		},
 		Mismatch: errBadDigest.with("The %s you specified did not match the calculated checksum.", alg.name),
 	}), sum, nil
+}
+
+// computeSum wraps body so that its alg sum is computed as it streams,
+// for a part of a FULL_OBJECT upload sent without one; the sum's value is
+// set once the body was read to its end.
+func computeSum(alg checksumAlg, body io.Reader) (io.Reader, *bodySum) {
+	r := &summingReader{r: body, h: alg.new(), sum: &bodySum{alg: alg}}
+	return r, r.sum
+}
+
+type summingReader struct {
+	r   io.Reader
+	h   hash.Hash
+	sum *bodySum
+}
+
+func (s *summingReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.h.Write(p[:n])
+	if err == io.EOF {
+		s.sum.value = base64.StdEncoding.EncodeToString(s.h.Sum(nil))
+	}
+	return n, err
 }
 
 // A bodySum is the checksum a request declared for its body; its value
@@ -176,7 +216,7 @@ func setChecksumHeaders(h http.Header, sums map[string]string) {
 	for _, a := range checksumAlgs {
 		if v := sums[a.name]; v != "" {
 			h.Set(a.header(), v)
-			h.Set("x-amz-checksum-type", "FULL_OBJECT")
+			h.Set("x-amz-checksum-type", sumType(v))
 		}
 	}
 }
@@ -192,6 +232,18 @@ type checksumFields struct {
 	ChecksumType      string `xml:",omitempty"`
 }
 
+// sums returns the checksums of f by algorithm name.
+func (f checksumFields) sums() map[string]string {
+	out := map[string]string{}
+	for name, v := range map[string]string{"CRC32": f.ChecksumCRC32, "CRC32C": f.ChecksumCRC32C,
+		"CRC64NVME": f.ChecksumCRC64NVME, "SHA1": f.ChecksumSHA1, "SHA256": f.ChecksumSHA256} {
+		if v = strings.TrimSpace(v); v != "" {
+			out[name] = v
+		}
+	}
+	return out
+}
+
 func checksumXML(sums map[string]string) checksumFields {
 	f := checksumFields{
 		ChecksumCRC32:     sums["CRC32"],
@@ -200,8 +252,98 @@ func checksumXML(sums map[string]string) checksumFields {
 		ChecksumSHA1:      sums["SHA1"],
 		ChecksumSHA256:    sums["SHA256"],
 	}
-	if f != (checksumFields{}) {
-		f.ChecksumType = "FULL_OBJECT"
+	for _, v := range sums {
+		if v != "" {
+			f.ChecksumType = sumType(v)
+		}
 	}
 	return f
+}
+
+// partsSum is the sum S3 gives a multipart upload of alg: with full, the
+// parts' CRCs combined into the CRC of the whole (no byte is read again);
+// else the sum of the parts' sums, followed by "-N". sums are the parts'
+// base64 sums, in order, and sizes their lengths.
+func partsSum(alg checksumAlg, full bool, sums []string, sizes []int64) (string, error) {
+	raw := make([][]byte, len(sums))
+	for i, v := range sums {
+		b, err := decodeSum(alg, v)
+		if err != nil {
+			return "", fmt.Errorf("part sum %q: %w", v, err)
+		}
+		raw[i] = b
+	}
+	if !full {
+		h := alg.new()
+		for _, b := range raw {
+			h.Write(b)
+		}
+		return fmt.Sprintf("%s-%d", base64.StdEncoding.EncodeToString(h.Sum(nil)), len(sums)), nil
+	}
+	var crc uint64
+	for i, b := range raw {
+		crc = alg.crc.combine(crc, beUint(b), sizes[i])
+	}
+	out := make([]byte, alg.size)
+	for i := range out {
+		out[i] = byte(crc >> (8 * (alg.size - 1 - i)))
+	}
+	return base64.StdEncoding.EncodeToString(out), nil
+}
+
+// beUint reads a big-endian CRC of 4 or 8 bytes.
+func beUint(b []byte) uint64 {
+	var v uint64
+	for _, c := range b {
+		v = v<<8 | uint64(c)
+	}
+	return v
+}
+
+// crcMath is arithmetic on CRCs of the reflected kind hash/crc32 and
+// hash/crc64 compute (initial value and final XOR all ones): for those,
+// CRC(A‖B) = CRC(A)·x^(8·len(B)) mod P  XOR  CRC(B), the way zlib's
+// crc32_combine works. Polynomials are in reflected bit order, so x^0 is
+// the highest bit of the width.
+type crcMath struct {
+	poly uint64
+	one  uint64     // x^0
+	x2n  [64]uint64 // x^(2^k) mod P
+}
+
+func newCRCMath(poly uint64, width int) *crcMath {
+	m := &crcMath{poly: poly, one: 1 << (width - 1)}
+	p := m.one >> 1 // x^1
+	for k := range m.x2n {
+		m.x2n[k] = p
+		p = m.mul(p, p)
+	}
+	return m
+}
+
+// mul returns a·b mod P.
+func (m *crcMath) mul(a, b uint64) uint64 {
+	var p uint64
+	for bit := m.one; bit != 0; bit >>= 1 {
+		if a&bit != 0 {
+			p ^= b
+		}
+		if b&1 != 0 {
+			b = b>>1 ^ m.poly
+		} else {
+			b >>= 1
+		}
+	}
+	return p
+}
+
+// combine returns the CRC of A‖B from a = CRC(A), b = CRC(B) and n = len(B).
+func (m *crcMath) combine(a, b uint64, n int64) uint64 {
+	p := m.one // x^(8n), built from the binary digits of n
+	for k := 3; n > 0; n, k = n>>1, k+1 {
+		if n&1 != 0 {
+			p = m.mul(m.x2n[k], p)
+		}
+	}
+	return m.mul(p, a) ^ b
 }

@@ -2,6 +2,7 @@ package s3
 
 import (
 	"encoding/xml"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -39,27 +40,63 @@ func (h *Handler) createUpload(w http.ResponseWriter, q *request) error {
 	if err != nil {
 		return err
 	}
-	if name := q.r.Header.Get("X-Amz-Checksum-Algorithm"); name != "" {
-		alg, ok := checksumByName(name)
-		if !ok {
-			return errInvalidRequest.with("Value for x-amz-checksum-algorithm header is invalid.")
-		}
-		attrs.Checksums = map[string]string{alg.name: ""}
-		w.Header().Set("x-amz-checksum-algorithm", alg.name)
+	o := object.UploadOptions{Attrs: attrs}
+	alg, typ, err := uploadChecksumRequest(q.r.Header)
+	if err != nil {
+		return err
 	}
-	u, err := h.svc.CreateUpload(q.ctx, q.bucket, q.key, object.UploadOptions{Attrs: attrs})
+	if alg != "" {
+		o.Checksums = map[string]string{alg: ""}
+		o.FullObjectChecksum = typ == typeFullObject
+		w.Header().Set("x-amz-checksum-algorithm", alg)
+		w.Header().Set("x-amz-checksum-type", typ)
+	}
+	u, err := h.svc.CreateUpload(q.ctx, q.bucket, q.key, o)
 	if err != nil {
 		return err
 	}
 	return writeXML(w, http.StatusOK, initiateResult{Xmlns: xmlns, Bucket: q.bucket, Key: q.key, UploadID: u.ID})
 }
 
-// uploadChecksum is the algorithm an upload was created with; "" if none.
-func uploadChecksum(u *meta.Upload) string {
-	for name := range u.Template.Checksums {
-		return name
+// uploadChecksumRequest reads the checksum algorithm and type a
+// CreateMultipartUpload asks for. As in S3, CRC32 and CRC32C may be of
+// either type (COMPOSITE by default), CRC64NVME only FULL_OBJECT and the
+// SHA algorithms only COMPOSITE.
+func uploadChecksumRequest(h http.Header) (alg, typ string, err error) {
+	name, typ := h.Get("X-Amz-Checksum-Algorithm"), strings.ToUpper(h.Get("X-Amz-Checksum-Type"))
+	if name == "" {
+		if typ != "" {
+			return "", "", errInvalidRequest.with("The x-amz-checksum-type header can only be used with the x-amz-checksum-algorithm header.")
+		}
+		return "", "", nil
 	}
-	return ""
+	a, ok := checksumByName(name)
+	if !ok {
+		return "", "", errInvalidRequest.with("Value for x-amz-checksum-algorithm header is invalid.")
+	}
+	switch {
+	case typ == "" && a.name == "CRC64NVME":
+		typ = typeFullObject
+	case typ == "":
+		typ = typeComposite
+	case typ != typeComposite && typ != typeFullObject:
+		return "", "", errInvalidRequest.with("Value for x-amz-checksum-type header is invalid.")
+	case typ == typeFullObject && a.crc == nil, typ == typeComposite && a.name == "CRC64NVME":
+		return "", "", errInvalidRequest.with("The %s checksum type cannot be used with the %s checksum algorithm.", typ, strings.ToLower(a.name))
+	}
+	return a.name, typ, nil
+}
+
+// uploadChecksum is the algorithm an upload was created with ("" if none)
+// and its checksum type.
+func uploadChecksum(u *meta.Upload) (alg, typ string) {
+	for name := range u.Template.Checksums {
+		if u.FullObjectChecksum {
+			return name, typeFullObject
+		}
+		return name, typeComposite
+	}
+	return "", ""
 }
 
 // partNumberParam reads partNumber; 0 when absent.
@@ -100,12 +137,18 @@ func (h *Handler) uploadPart(w http.ResponseWriter, q *request) error {
 	if err != nil {
 		return err
 	}
-	if want := uploadChecksum(u); want != "" && (sum == nil || sum.alg.name != want) {
-		got := "none"
-		if sum != nil {
-			got = sum.alg.name
+	if want, typ := uploadChecksum(u); want != "" {
+		switch {
+		case sum == nil && typ == typeFullObject:
+			// The whole object's CRC is made from every part's: compute
+			// the one the client left out.
+			alg, _ := checksumByName(want)
+			body, sum = computeSum(alg, body)
+		case sum == nil:
+			return errInvalidRequest.with("Checksum Type mismatch occurred, expected checksum Type: %s, actual checksum Type: null", strings.ToLower(want))
+		case sum.alg.name != want:
+			return errInvalidRequest.with("Checksum Type mismatch occurred, expected checksum Type: %s, actual checksum Type: %s", strings.ToLower(want), strings.ToLower(sum.alg.name))
 		}
-		return errInvalidRequest.with("The upload was created with checksum algorithm %s; this part carries %s.", want, got)
 	}
 	release, err := h.acquireWrite(q)
 	if err != nil {
@@ -196,14 +239,15 @@ func parseCopyRange(h string) (off, n int64, ranged bool, err error) {
 	return first, last - first + 1, true, nil
 }
 
-// completeRequest is CompleteMultipartUpload's body. The parts' checksum
-// elements are accepted and not compared: a part is identified by its
-// number and ETag, the MD5 of its bytes.
+// completeRequest is CompleteMultipartUpload's body. A part is
+// identified by its number and ETag (the MD5 of its bytes); a checksum
+// listed with it must be the one the part was stored with.
 type completeRequest struct {
 	XMLName xml.Name `xml:"CompleteMultipartUpload"`
 	Parts   []struct {
 		PartNumber *int32
 		ETag       *string
+		checksumFields
 	} `xml:"Part"`
 }
 
@@ -221,18 +265,21 @@ type completeResult struct {
 // checks the list and the write condition, and answers a Complete
 // repeated after success with the version it made.
 func (h *Handler) completeUpload(w http.ResponseWriter, q *request) error {
-	// On a Complete these headers carry a sum of the whole object for the
-	// server to check, not of the request body.
-	for _, a := range checksumAlgs {
-		if _, ok := q.r.Header[http.CanonicalHeaderKey(a.header())]; ok {
-			return errNotImplemented.with("Checking the %s of the whole object on CompleteMultipartUpload is not implemented.", a.header())
+	size := int64(-1)
+	if v := q.r.Header.Get("X-Amz-Mp-Object-Size"); v != "" {
+		n, ok := digits(v)
+		if !ok {
+			return errInvalidArgument.with("The x-amz-mp-object-size header must be a non-negative integer.")
 		}
+		size = n
 	}
 	check, err := writeCondition(q.r.Header)
 	if err != nil {
 		return err
 	}
-	body, err := readBody(q, maxCompleteBody)
+	// The x-amz-checksum-* headers of a Complete are the object's sums
+	// (checked in completedSums), not its body's.
+	body, err := readChecked(q, q.auth.Body, maxCompleteBody)
 	if err != nil {
 		return err
 	}
@@ -250,7 +297,19 @@ func (h *Handler) completeUpload(w http.ResponseWriter, q *request) error {
 		}
 		parts[i] = object.CompletedPart{Number: *p.PartNumber, ETag: strings.Trim(strings.TrimSpace(*p.ETag), `"`)}
 	}
-	v, err := h.svc.CompleteUpload(q.ctx, q.bucket, q.key, q.query.Get("uploadId"), parts, &object.CompleteOptions{Check: check})
+	v, err := h.svc.CompleteUpload(q.ctx, q.bucket, q.key, q.query.Get("uploadId"), parts, &object.CompleteOptions{Check: check,
+		Finish: func(u *meta.Upload, v *meta.Version, stored []*meta.Part) error {
+			if size >= 0 && size != v.Size {
+				return errInvalidRequest.with("The provided 'x-amz-mp-object-size' header value %d does not match what was computed: %d", size, v.Size)
+			}
+			listed := make([]map[string]string, len(req.Parts))
+			for i, p := range req.Parts {
+				listed[i] = p.checksumFields.sums()
+			}
+			sums, err := completedSums(q.r.Header, u, stored, listed)
+			v.Checksums = sums
+			return err
+		}})
 	if err != nil {
 		return err
 	}
@@ -277,6 +336,58 @@ func (h *Handler) abortUpload(w http.ResponseWriter, q *request) error {
 	return nil
 }
 
+// completedSums checks the checksums a Complete lists for the parts, and
+// the sum of the whole object its x-amz-checksum-* header may carry,
+// against the parts stored, and returns the sums of the completed object.
+// As in S3: a listed part sum that is not the stored one makes the part
+// InvalidPart; an upload created without an algorithm gets no sum (its
+// parts' sums, if any, are checked and not used); a COMPOSITE upload needs
+// every part's sum listed.
+// Unlike S3, a part made by UploadPartCopy has no sum (its bytes are
+// shared, never read), and an object with such a part gets none either.
+func completedSums(hdr http.Header, u *meta.Upload, stored []*meta.Part, listed []map[string]string) (map[string]string, error) {
+	name, typ := uploadChecksum(u)
+	for i, p := range stored {
+		for alg, v := range listed[i] {
+			if name != "" && alg != name || v != p.Checksums[alg] {
+				return nil, errInvalidPart.with("The %s checksum listed for part %d is not the part's.", strings.ToLower(alg), p.Number)
+			}
+		}
+	}
+	if name == "" {
+		return nil, nil // S3 ignores an object sum sent for such an upload
+	}
+	if t := hdr.Get("X-Amz-Checksum-Type"); t != "" && !strings.EqualFold(t, typ) {
+		return nil, errInvalidRequest.with("The upload was created using the %s checksum mode. The complete request must use the same checksum mode.", typ)
+	}
+	alg, _ := checksumByName(name)
+	sums, sizes := make([]string, len(stored)), make([]int64, len(stored))
+	copied := false
+	for i, p := range stored {
+		if sums[i], sizes[i] = p.Checksums[name], p.Size; sums[i] == "" {
+			copied = true
+			continue
+		}
+		if typ == typeComposite && listed[i][name] == "" {
+			return nil, errInvalidRequest.with("The upload was created using a %s checksum. The complete request must include the checksum for each part. It was missing for part %d in the request.", strings.ToLower(name), p.Number)
+		}
+	}
+	if copied {
+		return nil, nil
+	}
+	sum, err := partsSum(alg, typ == typeFullObject, sums, sizes)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range checksumAlgs {
+		v := hdr.Get(a.header())
+		if v != "" && (a.name != name || v != sum && v+fmt.Sprintf("-%d", len(stored)) != sum) {
+			return nil, errBadDigest.with("The %s you specified did not match the calculated checksum.", strings.ToLower(a.name))
+		}
+	}
+	return map[string]string{name: sum}, nil
+}
+
 type listPartsResult struct {
 	XMLName              xml.Name `xml:"ListPartsResult"`
 	Xmlns                string   `xml:"xmlns,attr"`
@@ -292,6 +403,7 @@ type listPartsResult struct {
 	Owner                *Owner
 	StorageClass         string
 	ChecksumAlgorithm    string      `xml:",omitempty"`
+	ChecksumType         string      `xml:",omitempty"`
 	Parts                []partEntry `xml:"Part"`
 }
 
@@ -329,6 +441,7 @@ func (h *Handler) listParts(w http.ResponseWriter, q *request) error {
 	if err != nil {
 		return err
 	}
+	alg, typ := uploadChecksum(u)
 	res := listPartsResult{
 		Xmlns:             xmlns,
 		Bucket:            q.bucket,
@@ -341,7 +454,8 @@ func (h *Handler) listParts(w http.ResponseWriter, q *request) error {
 		Initiator:         h.ownerOf(q, u.Template.Owner),
 		Owner:             h.ownerOf(q, u.Template.Owner),
 		StorageClass:      storageClass(u.Template),
-		ChecksumAlgorithm: uploadChecksum(u),
+		ChecksumAlgorithm: alg,
+		ChecksumType:      typ,
 	}
 	for _, p := range parts[:min(len(parts), limit)] {
 		sums := checksumXML(p.Checksums)
@@ -378,6 +492,7 @@ type uploadEntry struct {
 	StorageClass      string
 	Initiated         string
 	ChecksumAlgorithm string `xml:",omitempty"`
+	ChecksumType      string `xml:",omitempty"`
 }
 
 // pastPrefix, appended to a key prefix, sorts after every key that has
@@ -456,6 +571,7 @@ func (h *Handler) listUploads(w http.ResponseWriter, q *request) error {
 				o.AfterKey, o.AfterID, skipped = cp+pastPrefix, "", true
 				break
 			}
+			alg, typ := uploadChecksum(u)
 			res.Uploads = append(res.Uploads, uploadEntry{
 				Key:               enc.apply(u.Key),
 				UploadID:          u.ID,
@@ -463,7 +579,8 @@ func (h *Handler) listUploads(w http.ResponseWriter, q *request) error {
 				Owner:             h.ownerOf(q, u.Template.Owner),
 				StorageClass:      storageClass(u.Template),
 				Initiated:         isoTime(u.Initiated),
-				ChecksumAlgorithm: uploadChecksum(u),
+				ChecksumAlgorithm: alg,
+				ChecksumType:      typ,
 			})
 			lastKey, lastID = u.Key, u.ID
 			o.AfterKey, o.AfterID = u.Key, u.ID

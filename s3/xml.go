@@ -46,11 +46,17 @@ func writeXML(w http.ResponseWriter, status int, v any) error {
 // readBody reads a small request body in full, up to limit bytes, and
 // checks its Content-MD5 and x-amz-checksum-* when given.
 func readBody(q *request, limit int64) ([]byte, error) {
-	md5sum, err := contentMD5(q.r.Header)
+	body, _, err := checksumBody(q, q.auth.Body, q.auth.DecodedLength)
 	if err != nil {
 		return nil, err
 	}
-	body, _, err := checksumBody(q, q.auth.Body, q.auth.DecodedLength)
+	return readChecked(q, body, limit)
+}
+
+// readChecked reads body, of at most limit bytes, and checks it against
+// the request's Content-MD5.
+func readChecked(q *request, body io.Reader, limit int64) ([]byte, error) {
+	md5sum, err := contentMD5(q.r.Header)
 	if err != nil {
 		return nil, err
 	}
