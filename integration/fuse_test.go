@@ -137,14 +137,7 @@ func (f *fuseMount) put(key string, b []byte) *meta.Version {
 // make them, so the store may lag behind what those calls returned.
 func (f *fuseMount) settle() {
 	f.t.Helper()
-	d, err := os.Open(f.dir)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		f.t.Fatalf("fsync of the mount's root: %v", err)
-	}
+	syncMount(f.t, f.dir)
 }
 
 // head returns the latest version of key, once the mount's changes are
@@ -1013,45 +1006,54 @@ func sameErrno(a, b error) bool {
 // compareTrees describes the first difference between two trees, or
 // returns "".
 func compareTrees(want, got string) string {
-	list := func(root string) (map[string]string, error) {
-		m := map[string]string{}
-		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err != nil || p == root {
-				return err
-			}
-			fi, err := d.Info()
+	w, err := describeTree(want)
+	if err != nil {
+		return err.Error()
+	}
+	g, err := describeTree(got)
+	if err != nil {
+		return err.Error()
+	}
+	return diffTrees(w, g)
+}
+
+// describeTree walks the tree under root: path → type and permissions,
+// and the bytes' length and MD5 of a file or the target of a symlink.
+func describeTree(root string) (map[string]string, error) {
+	m := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		desc := fi.Mode().String()
+		switch {
+		case fi.Mode().IsRegular():
+			b, err := os.ReadFile(p)
 			if err != nil {
 				return err
 			}
-			rel, _ := filepath.Rel(root, p)
-			desc := fi.Mode().String()
-			switch {
-			case fi.Mode().IsRegular():
-				b, err := os.ReadFile(p)
-				if err != nil {
-					return err
-				}
-				desc += fmt.Sprintf(" %d bytes md5 %x", len(b), md5.Sum(b))
-			case fi.Mode()&os.ModeSymlink != 0:
-				target, err := os.Readlink(p)
-				if err != nil {
-					return err
-				}
-				desc += " -> " + target
+			desc += fmt.Sprintf(" %d bytes md5 %x", len(b), md5.Sum(b))
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
 			}
-			m[rel] = desc
-			return nil
-		})
-		return m, err
-	}
-	w, err := list(want)
-	if err != nil {
-		return err.Error()
-	}
-	g, err := list(got)
-	if err != nil {
-		return err.Error()
-	}
+			desc += " -> " + target
+		}
+		m[rel] = desc
+		return nil
+	})
+	return m, err
+}
+
+// diffTrees describes the first difference between two trees described
+// by describeTree, or returns "".
+func diffTrees(w, g map[string]string) string {
 	for _, p := range slices.Sorted(maps.Keys(w)) {
 		if w[p] != g[p] {
 			return fmt.Sprintf("%s: mount has %q, want %q", p, g[p], w[p])
