@@ -12,6 +12,9 @@
 //     chunk store or staged on local disk (see draft) and committed whole.
 //   - .versions/ at the root, reachable by name but never listed, holds
 //     every version of every key, deleted ones included (see versions.go).
+//   - .snapshots/<instant>/ at the root, reachable by name but never
+//     listed, is the whole bucket as it was at an RFC 3339 instant,
+//     read-only (see snapshots.go); Options.AsOf mounts such a view.
 //   - Changes committed by others in this process invalidate the kernel's
 //     caches at once (see notify.go); other processes' changes show
 //     within the entry and attribute timeouts.
