@@ -61,7 +61,9 @@ func (m *Manifest) validate() error {
 	for i, c := range m.GetChunks() {
 		off, n := c.GetOffset(), c.GetLength()
 		switch {
-		case len(c.GetId()) != len(ChunkID{}):
+		case c.Hole() && off != 0:
+			return bad("hole %d at offset %d", i, off)
+		case !c.Hole() && len(c.GetId()) != len(ChunkID{}):
 			return bad("chunk %d: id of %d bytes", i, len(c.GetId()))
 		case off < 0 || n <= 0 || off > math.MaxInt64-n:
 			return bad("chunk %d: range %d+%d", i, off, n)
@@ -89,12 +91,27 @@ func (m *Manifest) validate() error {
 	return nil
 }
 
+// Hole reports whether the range is a hole: zeros stored nowhere.
+func (c *Chunk) Hole() bool { return len(c.GetId()) == 0 }
+
+// hole returns a manifest of n zero bytes that references no chunk.
+func hole(n int64) *Manifest {
+	if n == 0 {
+		return new(Manifest)
+	}
+	return &Manifest{Size: n, Chunks: []*Chunk{{Length: n}}}
+}
+
 // ChunkIDs returns the chunks m references, each once, in order: what the
-// collector keeps alive and what a failed write deletes.
+// collector keeps alive and what a failed write deletes. Holes reference
+// none.
 func (m *Manifest) ChunkIDs() []ChunkID {
 	var ids []ChunkID
 	seen := make(map[ChunkID]bool, len(m.GetChunks()))
 	for _, c := range m.GetChunks() {
+		if c.Hole() {
+			continue
+		}
 		id := ChunkID(c.GetId())
 		if !seen[id] {
 			seen[id] = true
@@ -126,7 +143,11 @@ func (m *Manifest) Slice(off, n int64) *Manifest {
 		}
 		next := pos + c.Length
 		if lo, hi := max(off, pos), min(end, next); lo < hi {
-			s.Chunks = append(s.Chunks, &Chunk{Id: c.Id, Offset: c.Offset + lo - pos, Length: hi - lo})
+			r := &Chunk{Id: c.Id, Length: hi - lo}
+			if !c.Hole() {
+				r.Offset = c.Offset + lo - pos
+			}
+			s.Chunks = append(s.Chunks, r)
 		}
 		pos = next
 	}
@@ -165,8 +186,9 @@ func (m *Manifest) Splice(off, n int64, repl *Manifest) (*Manifest, error) {
 }
 
 // join concatenates manifests. A range that continues the previous one in
-// the same chunk is merged into it, so splitting a manifest and joining
-// the pieces gives back the original list rather than a fragmented one.
+// the same chunk, or a hole that follows a hole, is merged into it, so
+// splitting a manifest and joining the pieces gives back the original
+// list rather than a fragmented one.
 func join(ms ...*Manifest) (*Manifest, error) {
 	j := new(Manifest)
 	for _, m := range ms {
@@ -177,7 +199,7 @@ func join(ms ...*Manifest) (*Manifest, error) {
 		j.Inline = append(j.Inline, m.Inline...)
 		for _, c := range m.Chunks {
 			if k := len(j.Chunks) - 1; k >= 0 {
-				if p := j.Chunks[k]; bytes.Equal(p.Id, c.Id) && p.Offset+p.Length == c.Offset {
+				if p := j.Chunks[k]; bytes.Equal(p.Id, c.Id) && (c.Hole() || p.Offset+p.Length == c.Offset) {
 					p.Length += c.Length
 					continue
 				}
@@ -196,11 +218,16 @@ func join(ms ...*Manifest) (*Manifest, error) {
 // keeps no sliver of a touched one: a 1-byte edit rewrites one chunk, and
 // the manifest does not fragment under repeated edits.
 //
+// A hole is not widened whole (it may be a gigabyte long): only the
+// pieces of it, chunkSize long and aligned to its start, that the range
+// touches are rewritten, so writes into a sparse file store about the
+// bytes written.
+//
 // The result never starts past Size, since the gap up to off must be
-// written too. When it grows m and the last chunk range is shorter than
-// chunkSize, that range is taken in as well, so that appends refill the
-// tail chunk instead of adding a small one per commit. Inline bytes are
-// rewritten whole.
+// written too (Overwrite makes it a hole first). When it grows m and the
+// last chunk range is shorter than chunkSize, that range is taken in as
+// well, so that appends refill the tail chunk instead of adding a small
+// one per commit. Inline bytes are rewritten whole.
 func (m *Manifest) Widen(off, n, chunkSize int64) (woff, wn int64) {
 	start, end := min(off, m.Size), off+n
 	if len(m.Chunks) == 0 {
@@ -210,6 +237,10 @@ func (m *Manifest) Widen(off, n, chunkSize int64) (woff, wn int64) {
 	for _, c := range m.Chunks {
 		next := pos + c.Length
 		switch {
+		case c.Hole() && max(pos, start) < min(next, end):
+			lo := pos + (max(pos, start)-pos)/chunkSize*chunkSize
+			hi := min(next, pos+(min(next, end)-pos+chunkSize-1)/chunkSize*chunkSize)
+			start, end = min(start, lo), max(end, hi)
 		case max(pos, start) < min(next, end): // overlaps the range
 			start, end = min(start, pos), max(end, next)
 		case next == m.Size && start == m.Size && end > m.Size && c.Length < chunkSize:

@@ -98,12 +98,15 @@ func (x *Manifest) GetParts() []int64 {
 }
 
 // Chunk is a range of a stored chunk. Ranges let a manifest share part of a
-// chunk with another version without copying it.
+// chunk with another version without copying it. A range without an id is
+// a hole: length zero bytes that are stored nowhere (sparse files, chunks
+// of zeros).
 type Chunk struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// id is the 16-byte chunk id (data.ChunkID).
+	// id is the 16-byte chunk id (data.ChunkID); empty for a hole.
 	Id []byte `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// offset is where the range starts within the stored chunk.
+	// offset is where the range starts within the stored chunk; 0 for a
+	// hole.
 	Offset int64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
 	// length is the range's length; always positive.
 	Length        int64 `protobuf:"varint,3,opt,name=length,proto3" json:"length,omitempty"`

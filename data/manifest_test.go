@@ -25,6 +25,7 @@ var validManifests = []*data.Manifest{
 	{Size: 30, Chunks: []*data.Chunk{{Id: id(1), Length: 10}, {Id: id(2), Offset: 5, Length: 20}}},
 	{Size: 30, Chunks: []*data.Chunk{{Id: id(1), Length: 30}}, Parts: []int64{10, 0, 20}},
 	{Size: 3, Inline: []byte("abc"), Parts: []int64{3}},
+	{Size: 40, Chunks: []*data.Chunk{{Id: id(1), Length: 10}, {Length: 25}, {Id: id(2), Length: 5}}}, // a hole
 }
 
 func TestManifestCodec(t *testing.T) {
@@ -45,7 +46,8 @@ func TestManifestCodec(t *testing.T) {
 		{Size: 2, Inline: []byte("a")},
 		{Size: 11, Inline: []byte("a"), Chunks: chunk(id(1), 0, 10)},
 		{Size: 10, Chunks: chunk(id(1)[:15], 0, 10)},
-		{Size: 10, Chunks: chunk(nil, 0, 10)},
+		{Size: 10, Chunks: chunk(nil, 5, 10)}, // a hole has no offset
+		{Size: 10, Chunks: chunk(nil, 0, 0)},
 		{Size: 10, Chunks: chunk(id(1), -1, 10)},
 		{Size: 0, Chunks: chunk(id(1), 0, 0)},
 		{Size: 10, Chunks: chunk(id(1), 0, 11)},
@@ -241,8 +243,10 @@ func TestOverwrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := w.Manifest
+		sparse := false // a write past the end made a hole
 		for i := range 100 {
 			off := rng.Int64N(int64(len(model)) + 2*cs)
+			sparse = sparse || off > int64(len(model))
 			b := storetest.Random(uint64(i), rng.IntN(3*cs))
 			if m, err = data.Overwrite(ctx, s, m, off, int64(len(b)), bytes.NewReader(b), o); err != nil {
 				t.Fatal(err)
@@ -254,7 +258,22 @@ func TestOverwrite(t *testing.T) {
 			if !bytes.Equal(contents(t, s, m), model) {
 				t.Fatalf("Overwrite(%d, %d): wrong bytes", off, len(b))
 			}
-			if want := (len(model) + cs - 1) / cs; len(m.Chunks) > 0 && len(m.Chunks) != want {
+			want := (len(model) + cs - 1) / cs
+			if sparse {
+				// Gaps became holes, and chunks written into a hole
+				// are cut from its start: a few more ranges, never two
+				// holes in a row.
+				for j := 1; j < len(m.Chunks); j++ {
+					if m.Chunks[j].Hole() && m.Chunks[j-1].Hole() {
+						t.Fatalf("Overwrite(%d, %d): holes %d and %d not merged", off, len(b), j-1, j)
+					}
+				}
+				if len(m.Chunks) > 3*want {
+					t.Fatalf("Overwrite(%d, %d): %d chunk ranges for %d bytes", off, len(b), len(m.Chunks), len(model))
+				}
+				continue
+			}
+			if len(m.Chunks) > 0 && len(m.Chunks) != want {
 				t.Fatalf("Overwrite(%d, %d): %d chunk ranges for %d bytes, want %d", off, len(b), len(m.Chunks), len(model), want)
 			}
 			for j, c := range m.Chunks[:max(len(m.Chunks)-1, 0)] {

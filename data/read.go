@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"os"
 	"sort"
 )
 
@@ -71,6 +72,12 @@ func (r *ReaderAt) ReadAt(ctx context.Context, p []byte, off int64) (int, error)
 		if rest := r.ends[i] - off; int64(len(q)) > rest {
 			q = q[:rest]
 		}
+		if c.Hole() {
+			clear(q)
+			n += len(q)
+			off += int64(len(q))
+			continue
+		}
 		at := c.Offset + off - (r.ends[i] - c.Length) // off within the stored chunk
 		k, err := r.s.ReadAt(ctx, ChunkID(c.Id), q, at)
 		n += k
@@ -86,6 +93,35 @@ func (r *ReaderAt) ReadAt(ctx context.Context, p []byte, off int64) (int, error)
 		return n, io.EOF
 	}
 	return n, nil
+}
+
+// Span locates the bytes [off, off+n) of the object when they lie in one
+// stored chunk: its id and where they start within it. ok is false when
+// they cross a chunk boundary, lie past the end, in a hole, or are inline.
+func (r *ReaderAt) Span(off, n int64) (id ChunkID, at int64, ok bool) {
+	if off < 0 || n <= 0 || len(r.m.Chunks) == 0 {
+		return id, 0, false
+	}
+	i := r.chunk(off)
+	if i == len(r.m.Chunks) || off+n > r.ends[i] {
+		return id, 0, false
+	}
+	c := r.m.Chunks[i]
+	if c.Hole() {
+		return id, 0, false
+	}
+	return ChunkID(c.Id), c.Offset + off - (r.ends[i] - c.Length), true
+}
+
+// OpenChunk opens the local file of chunk id, when the store keeps chunks
+// in local files (a FileStore); ok is false when it does not.
+func (r *ReaderAt) OpenChunk(id ChunkID) (f *os.File, ok bool, err error) {
+	fs, ok := r.s.(FileStore)
+	if !ok {
+		return nil, false, nil
+	}
+	f, err = fs.OpenChunk(id)
+	return f, true, err
 }
 
 // sectionAt binds a ReaderAt to a context as an io.ReaderAt, for

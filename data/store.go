@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 )
@@ -63,4 +64,15 @@ type Store interface {
 	// the collector and fsck).
 	Walk(ctx context.Context, fn func(id ChunkID, size int64, modified time.Time) error) error
 	Close() error
+}
+
+// A FileStore is a Store that keeps each chunk in a file of the local file
+// system. A reader may open a chunk's file and hand it to the kernel, which
+// then moves the bytes itself (the FUSE mount splices them), rather than
+// copy them through a buffer.
+type FileStore interface {
+	Store
+	// OpenChunk opens the file of chunk id for reading; ErrNoSuchChunk if
+	// the chunk is missing. The caller closes it.
+	OpenChunk(id ChunkID) (*os.File, error)
 }

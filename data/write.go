@@ -1,6 +1,7 @@
 package data
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
 	"fmt"
@@ -101,6 +102,14 @@ func Write(ctx context.Context, s Store, r io.Reader, o WriteOptions) (*WriteRes
 		h.Write((*buf)[:n])
 		m.Size += int64(n)
 		switch {
+		case n > 0 && zero((*buf)[:n]):
+			// Stored nowhere: a hole (sparse files, zero-filled images).
+			p.release(buf)
+			if k := len(m.Chunks) - 1; k >= 0 && m.Chunks[k].Hole() {
+				m.Chunks[k].Length += int64(n)
+			} else {
+				m.Chunks = append(m.Chunks, &Chunk{Length: int64(n)})
+			}
 		case n > 0:
 			id := NewChunkID()
 			m.Chunks = append(m.Chunks, &Chunk{Id: id[:], Length: int64(n)})
@@ -118,6 +127,22 @@ func Write(ctx context.Context, s Store, r io.Reader, o WriteOptions) (*WriteRes
 	w := &WriteResult{Manifest: m, Size: m.Size}
 	h.Sum(w.MD5[:0])
 	return w, nil
+}
+
+// zeroPage is compared against to find chunks of zeros.
+var zeroPage [64 << 10]byte
+
+// zero reports whether b holds only zero bytes. Other bytes are found
+// at once: a chunk of data almost never starts with a page of zeros.
+func zero(b []byte) bool {
+	for len(b) > 0 {
+		k := min(len(b), len(zeroPage))
+		if !bytes.Equal(b[:k], zeroPage[:k]) {
+			return false
+		}
+		b = b[k:]
+	}
+	return true
 }
 
 // fill reads from r until b is full or r ends (io.EOF). Unlike io.ReadFull
@@ -225,6 +250,10 @@ func deleteChunks(ctx context.Context, s Store, ids []ChunkID) {
 func Overwrite(ctx context.Context, s Store, m *Manifest, off, n int64, r io.Reader, o WriteOptions) (*Manifest, error) {
 	if off < 0 || n < 0 {
 		return nil, fmt.Errorf("overwrite %d+%d: %w", off, n, ErrRange)
+	}
+	if off > m.Size && len(m.Inline) == 0 {
+		// The gap up to off is a hole: nothing to write for it.
+		m, _ = join(m, hole(off-m.Size)) // no inline bytes: cannot fail
 	}
 	if n == 0 && off <= m.Size {
 		return m, nil

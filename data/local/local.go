@@ -150,12 +150,9 @@ func (s *Store) ReadAt(ctx context.Context, id data.ChunkID, p []byte, off int64
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("read chunk %s: %w", id, err)
 	}
-	f, err := os.Open(s.path(id))
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, fmt.Errorf("chunk %s: %w", id, data.ErrNoSuchChunk)
-	}
+	f, err := s.OpenChunk(id)
 	if err != nil {
-		return 0, fmt.Errorf("read chunk %s: %w", id, err)
+		return 0, err
 	}
 	defer f.Close()
 	n, err := f.ReadAt(p, off)
@@ -163,6 +160,20 @@ func (s *Store) ReadAt(ctx context.Context, id data.ChunkID, p []byte, off int64
 		err = fmt.Errorf("read chunk %s: %w", id, err)
 	}
 	return n, err
+}
+
+var _ data.FileStore = (*Store)(nil)
+
+// OpenChunk opens the file of chunk id for reading.
+func (s *Store) OpenChunk(id data.ChunkID) (*os.File, error) {
+	f, err := os.Open(s.path(id))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("chunk %s: %w", id, data.ErrNoSuchChunk)
+	case err != nil:
+		return nil, fmt.Errorf("read chunk %s: %w", id, err)
+	}
+	return f, nil
 }
 
 // Delete removes chunk id. It does not flush the directory: a chunk that
