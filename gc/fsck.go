@@ -83,6 +83,9 @@ func Fsck(ctx context.Context, svc *object.Service, o FsckOptions) (*Stats, erro
 func (r *run) probe(ctx context.Context, m *data.Manifest, where Missing, alive func() bool) {
 	ends := make(map[data.ChunkID]int64, len(m.Chunks))
 	for _, c := range m.Chunks {
+		if c.Hole() { // stored nowhere
+			continue
+		}
 		id := data.ChunkID(c.Id)
 		ends[id] = max(ends[id], c.Offset+c.Length)
 	}

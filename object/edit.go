@@ -35,9 +35,9 @@ type EditOptions struct {
 	// Size is the length of the edited object; Base is cut or grown to it.
 	Size int64
 	// Dirty lists, in order and without overlap, the ranges whose bytes
-	// may differ from Base's. Every other byte below Base's end is Base's
-	// and is shared without being read; bytes past Base's end, and those
-	// in Dirty, are read from Src.
+	// may differ from Base's; they are read from Src. Every other byte
+	// below Base's end is Base's and is shared without being read; every
+	// other byte past it is zero and stored as a hole (a sparse file).
 	Dirty []Extent
 	// Src reads the edited object's bytes at their offsets.
 	Src io.ReaderAt
@@ -93,18 +93,23 @@ func (s *Service) edit(ctx context.Context, bucket, key string, base *meta.Versi
 		s.discard(written)
 		return nil, err
 	}
-	for _, r := range rewrites(o.Dirty, m.Size, o.Size, gap) {
+	for _, r := range rewrites(o.Dirty, o.Size, gap) {
 		before := idSet(m)
 		next, err := data.Overwrite(ctx, s.data, m, r.Off, r.Len, io.NewSectionReader(o.Src, r.Off, r.Len), wo)
 		if err != nil {
 			return fail(err)
 		}
 		for _, c := range next.Chunks {
-			if !before[data.ChunkID(c.Id)] {
+			if !c.Hole() && !before[data.ChunkID(c.Id)] {
 				written.Chunks = append(written.Chunks, c)
 			}
 		}
 		m = next
+	}
+	if m.Size < o.Size { // grown past the last dirty range: a hole
+		if m, err = data.Overwrite(ctx, s.data, m, o.Size, 0, nil, wo); err != nil {
+			return fail(err)
+		}
 	}
 	enc, err := data.EncodeManifest(m)
 	if err != nil {
@@ -126,11 +131,10 @@ func (s *Service) edit(ctx context.Context, bucket, key string, base *meta.Versi
 }
 
 // rewrites returns the ranges an edit rewrites, in order: the dirty ranges
-// within the (cut) base, which ends at baseEnd, then the growth from there
-// to size, with ranges closer than gap joined so that each touched chunk
-// is rewritten once. The bytes between joined ranges are read back from
-// the source, which holds them.
-func rewrites(dirty []Extent, baseEnd, size, gap int64) []Extent {
+// within size, with ranges closer than gap joined so that each touched
+// chunk is rewritten once. The bytes between joined ranges are read back
+// from the source, which holds them.
+func rewrites(dirty []Extent, size, gap int64) []Extent {
 	var out []Extent
 	add := func(e Extent) {
 		if e.Len <= 0 {
@@ -143,10 +147,7 @@ func rewrites(dirty []Extent, baseEnd, size, gap int64) []Extent {
 		out = append(out, e)
 	}
 	for _, e := range dirty {
-		add(Extent{Off: e.Off, Len: min(e.End(), baseEnd) - e.Off})
-	}
-	if size > baseEnd {
-		add(Extent{Off: baseEnd, Len: size - baseEnd})
+		add(Extent{Off: e.Off, Len: min(e.End(), size) - e.Off})
 	}
 	return out
 }

@@ -53,17 +53,24 @@ func TestEditRewritesOnlyTheTouchedChunks(t *testing.T) {
 		t.Errorf("chunks = %d, want %d", got, chunks+2)
 	}
 
-	// Cutting shares everything; growing writes only the new tail.
+	// Cutting shares everything; growing by bytes nobody wrote makes a
+	// hole, which writes nothing; growing by bytes written writes them.
 	chunks = f.chunks()
 	body = body[:chunk+10]
 	f.edit("k", body)
 	if got := f.chunks(); got != chunks {
 		t.Errorf("truncation wrote chunks: %d, want %d", got, chunks)
 	}
-	body = append(body, make([]byte, chunk)...)
+	body = append(body, make([]byte, 3*chunk)...)
 	f.edit("k", body)
-	if got := f.chunks(); got != chunks+2 {
-		t.Errorf("growth: chunks = %d, want %d (the short tail refilled, one more)", got, chunks+2)
+	if got := f.chunks(); got != chunks {
+		t.Errorf("growth by a hole: chunks = %d, want %d", got, chunks)
+	}
+	end := int64(len(body))
+	body = append(body, randBytes(chunk)...)
+	f.edit("k", body, object.Extent{Off: end, Len: chunk})
+	if got := f.chunks(); got != chunks+1 {
+		t.Errorf("growth by a written chunk: chunks = %d, want %d", got, chunks+1)
 	}
 }
 
