@@ -514,19 +514,36 @@ type readHandle struct {
 	n    *fileNode // the file of the live tree read; nil for .versions
 	v    *meta.Version
 	r    *data.ReaderAt
+	// files holds the chunk files reads within one chunk are spliced
+	// from.
+	files chunkFiles
 }
 
 var (
 	_ = (fusefs.FileReader)((*readHandle)(nil))
 	_ = (fusefs.FileFsyncer)((*readHandle)(nil))
+	_ = (fusefs.FileReleaser)((*readHandle)(nil))
 )
 
+// Read answers with the chunk file when the bytes lie in one local chunk
+// (spliced to the kernel, no copy here), else copies them.
 func (h *readHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if off < h.r.Size() {
+		if res := h.files.read(h.r, off, len(dest)); res != nil {
+			return res, 0
+		}
+	}
 	n, err := h.r.ReadAt(ctx, dest, off)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, h.fsys.errno(fmt.Sprintf("read %s@%s", h.v.Key, h.v.WireID()), err)
 	}
 	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// Release closes the chunk files the handle opened.
+func (h *readHandle) Release(ctx context.Context) syscall.Errno {
+	h.files.close()
+	return 0
 }
 
 // Fsync waits until what was written to the file is durable.
