@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/data/local"
 	s3data "github.com/stratafs/stratafs/data/s3"
@@ -29,6 +31,9 @@ type Config struct {
 	Dir  string // the data directory; also holds credentials and staging
 	Meta string // bolt:///path, memory://, tikv://pd1:2379?prefix=p, cassandra://h1,h2/ks
 	Data string // file:///path, s3://bucket/prefix?endpoint=http://host:port
+	// Metrics gets the stores' Prometheus metrics, for those that have
+	// some (s3://); none when nil.
+	Metrics prometheus.Registerer
 }
 
 // Open opens both stores and the core over them. close releases both.
@@ -42,7 +47,7 @@ func Open(c Config, o object.Options) (svc *object.Service, close func() error, 
 	if err != nil {
 		return nil, nil, err
 	}
-	d, err := OpenData(c.dataURL())
+	d, err := OpenData(c.dataURL(), c.Metrics)
 	if err != nil {
 		m.Close()
 		return nil, nil, err
@@ -105,13 +110,15 @@ func OpenMeta(rawURL string) (meta.Store, error) {
 	return nil, fmt.Errorf("meta store URL %q: want bolt:///path/meta.db, memory://, tikv://pd1:2379,pd2:2379[?prefix=p] or cassandra://h1,h2/keyspace[?shards=64]: %w", rawURL, meta.ErrInvalidArgument)
 }
 
-// OpenData opens a chunk store from its URL.
-func OpenData(rawURL string) (data.Store, error) {
+// OpenData opens a chunk store from its URL; reg (if not nil) gets its
+// metrics.
+func OpenData(rawURL string, reg prometheus.Registerer) (data.Store, error) {
 	if strings.HasPrefix(rawURL, "s3://") {
 		o, err := s3data.ParseURL(rawURL)
 		if err != nil {
 			return nil, fmt.Errorf("chunk store URL %q: %v: %w", rawURL, err, meta.ErrInvalidArgument)
 		}
+		o.Registerer = reg
 		return s3data.Open(context.Background(), o)
 	}
 	u, err := url.Parse(rawURL)

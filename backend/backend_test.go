@@ -11,6 +11,8 @@ import (
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/stratafs/stratafs/object"
 )
@@ -55,7 +57,7 @@ func TestBadURLs(t *testing.T) {
 		}
 	}
 	for _, u := range []string{"", "s4://b", "file://", "s3://", "s3://b?bogus=1", "s3://b?concurrency=0"} {
-		if _, err := OpenData(u); err == nil || !strings.Contains(err.Error(), "chunk store URL") {
+		if _, err := OpenData(u, nil); err == nil || !strings.Contains(err.Error(), "chunk store URL") {
 			t.Errorf("OpenData(%q) = %v", u, err)
 		}
 	}
@@ -84,7 +86,8 @@ func TestOpenS3Data(t *testing.T) {
 	defer ts.Close()
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
-	svc, closeAll, err := Open(Config{Meta: "memory://", Data: "s3://chunks/node1?endpoint=" + ts.URL}, object.Options{})
+	reg := prometheus.NewRegistry()
+	svc, closeAll, err := Open(Config{Meta: "memory://", Data: "s3://chunks/node1?endpoint=" + ts.URL, Metrics: reg}, object.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,5 +111,8 @@ func TestOpenS3Data(t *testing.T) {
 	obj.Body.Close()
 	if !bytes.Equal(got, want) {
 		t.Fatalf("read back %d bytes", len(got))
+	}
+	if n, err := testutil.GatherAndCount(reg, "stratafs_data_s3_operations_total"); err != nil || n != 3 {
+		t.Fatalf("%d series of stratafs_data_s3_operations_total, %v; want list, put and get", n, err)
 	}
 }

@@ -36,6 +36,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stratafs/stratafs/data"
 )
@@ -74,6 +75,8 @@ type Options struct {
 	Timeout time.Duration
 	// Credentials replace the SDK's default chain when not nil.
 	Credentials aws.CredentialsProvider
+	// Registerer gets the store's Prometheus metrics (none when nil).
+	Registerer prometheus.Registerer
 }
 
 // ParseURL reads s3://bucket/prefix?endpoint=…&region=…&concurrency=…&max_attempts=…&timeout=….
@@ -134,6 +137,7 @@ type Store struct {
 	backoff  *retry.ExponentialJitterBackoff
 	sem      chan struct{} // a slot per request in flight
 	idle     func()        // closes the transport's idle connections
+	m        *metrics
 }
 
 var _ data.Store = (*Store)(nil)
@@ -154,12 +158,13 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.Prefix != "" {
 		s.prefix = o.Prefix + "/"
 	}
-	client, idle, err := newClient(ctx, o)
+	s.m = newMetrics(o.Registerer, func() float64 { return float64(len(s.sem)) })
+	client, idle, err := newClient(ctx, o, s.m)
 	if err != nil {
 		return nil, fmt.Errorf("chunk store %s: %w", s.where, err)
 	}
 	s.client, s.idle = client, idle
-	err = s.do(ctx, func(ctx context.Context) error {
+	err = s.do(ctx, "list", func(ctx context.Context) error {
 		_, err := s.client.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{
 			Bucket: &s.bucket, Prefix: &s.prefix, MaxKeys: aws.Int32(1),
 		})
@@ -192,14 +197,14 @@ func (o Options) withDefaults() Options {
 // connection pool as large as the concurrency, and the standard retryer
 // without its client-side retry quota, which after a burst of failures
 // would refuse retries for a while although the remote is back.
-func newClient(ctx context.Context, o Options) (*awss3.Client, func(), error) {
+func newClient(ctx context.Context, o Options, m *metrics) (*awss3.Client, func(), error) {
 	load := []func(*config.LoadOptions) error{
 		config.WithRetryer(func() aws.Retryer {
-			return retry.NewStandard(func(so *retry.StandardOptions) {
+			return countingRetryer{retry.NewStandard(func(so *retry.StandardOptions) {
 				so.MaxAttempts = o.MaxAttempts
 				so.MaxBackoff = o.MaxBackoff
 				so.RateLimiter = ratelimit.None
-			})
+			}), m}
 		}),
 	}
 	if o.Region != "" {
@@ -238,8 +243,9 @@ func newClient(ctx context.Context, o Options) (*awss3.Client, func(), error) {
 	return client, tr.CloseIdleConnections, nil
 }
 
-// do runs one request in a free slot, under the store's timeout.
-func (s *Store) do(ctx context.Context, fn func(context.Context) error) error {
+// do runs operation op (one request and its retries) in a free slot,
+// under the store's timeout, and counts it in the metrics.
+func (s *Store) do(ctx context.Context, op string, fn func(context.Context) error) error {
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -248,7 +254,10 @@ func (s *Store) do(ctx context.Context, fn func(context.Context) error) error {
 	defer func() { <-s.sem }()
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	return fn(ctx)
+	start := time.Now()
+	err := fn(ctx)
+	s.m.observe(op, err, time.Since(start))
+	return err
 }
 
 func (s *Store) key(id data.ChunkID) string { return s.prefix + id.String() }
@@ -260,7 +269,7 @@ func (s *Store) Put(ctx context.Context, id data.ChunkID, b []byte) error {
 	// The HTTP transport may go on reading a body after a failed request
 	// returns; the fence keeps it off b, which the caller reuses.
 	defer body.close()
-	err := s.do(ctx, func(ctx context.Context) error {
+	err := s.do(ctx, "put", func(ctx context.Context) error {
 		_, err := s.client.PutObject(ctx, &awss3.PutObjectInput{
 			Bucket: &s.bucket, Key: aws.String(s.key(id)),
 			Body: body, ContentLength: aws.Int64(int64(len(b))),
@@ -301,6 +310,7 @@ func (s *Store) ReadAt(ctx context.Context, id data.ChunkID, p []byte, off int64
 			t := time.NewTimer(d)
 			select {
 			case <-t.C:
+				s.m.retried()
 				continue
 			case <-ctx.Done():
 				t.Stop()
@@ -321,7 +331,7 @@ func (b bodyCut) Unwrap() error { return b.error }
 // what the remote holds of them into p: io.EOF when the chunk ends first.
 func (s *Store) readRange(ctx context.Context, id data.ChunkID, p []byte, off int64) (int, error) {
 	n := 0
-	err := s.do(ctx, func(ctx context.Context) error {
+	err := s.do(ctx, "get", func(ctx context.Context) error {
 		out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{
 			Bucket: &s.bucket, Key: aws.String(s.key(id)),
 			Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)),
@@ -365,7 +375,7 @@ func parseContentRange(cr string) (start, count int64) {
 
 // head checks that chunk id exists, for reads of no bytes.
 func (s *Store) head(ctx context.Context, id data.ChunkID) error {
-	err := s.do(ctx, func(ctx context.Context) error {
+	err := s.do(ctx, "head", func(ctx context.Context) error {
 		_, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &s.bucket, Key: aws.String(s.key(id))})
 		return err
 	})
@@ -395,7 +405,7 @@ func hasCode(err error, code string) bool {
 // Delete removes chunk id; S3 answers a DELETE of a missing key with
 // success, and so does Delete.
 func (s *Store) Delete(ctx context.Context, id data.ChunkID) error {
-	err := s.do(ctx, func(ctx context.Context) error {
+	err := s.do(ctx, "delete", func(ctx context.Context) error {
 		_, err := s.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: &s.bucket, Key: aws.String(s.key(id))})
 		return err
 	})
@@ -415,7 +425,7 @@ func (s *Store) Walk(ctx context.Context, fn func(id data.ChunkID, size int64, m
 	})
 	for pages.HasMorePages() {
 		var page *awss3.ListObjectsV2Output
-		err := s.do(ctx, func(ctx context.Context) (err error) {
+		err := s.do(ctx, "list", func(ctx context.Context) (err error) {
 			page, err = pages.NextPage(ctx)
 			return err
 		})

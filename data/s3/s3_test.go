@@ -17,6 +17,8 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/data/storetest"
@@ -207,7 +209,8 @@ func (h *halfWriter) Write(p []byte) (int, error) {
 func TestRemoteFaults(t *testing.T) {
 	ctx := context.Background()
 	f := &faults{}
-	s := openStore(t, Options{Endpoint: fakeS3(t, f.wrap), MaxAttempts: 3, MaxBackoff: 10 * time.Millisecond})
+	reg := prometheus.NewRegistry()
+	s := openStore(t, Options{Endpoint: fakeS3(t, f.wrap), MaxAttempts: 3, MaxBackoff: 10 * time.Millisecond, Registerer: reg})
 	kept := data.NewChunkID()
 	want := storetest.Random(1, 5000)
 	if err := s.Put(ctx, kept, want); err != nil {
@@ -261,6 +264,34 @@ func TestRemoteFaults(t *testing.T) {
 	f.cuts.Store(10)
 	if _, err := s.ReadAt(ctx, kept, got, 0); err == nil || errors.Is(err, io.EOF) || !strings.Contains(err.Error(), "read chunk") {
 		t.Fatalf("ReadAt whose every body is cut short: %v", err)
+	}
+	f.cuts.Store(0)
+	if _, err := s.ReadAt(ctx, data.NewChunkID(), got, 0); !errors.Is(err, data.ErrNoSuchChunk) {
+		t.Fatalf("ReadAt of a missing chunk: %v", err)
+	}
+
+	// Each failed operation was tried 3 times (2 retries), and so was the
+	// last ReadAt's body; the first ReadAt's was tried again twice.
+	for _, c := range []struct {
+		c    prometheus.Collector
+		want float64
+	}{
+		{s.m.retries, 2*4*2 + 2 + 2},
+		{s.m.ops.WithLabelValues("put", "ok"), 1},
+		{s.m.ops.WithLabelValues("put", "error"), 2},
+		{s.m.ops.WithLabelValues("delete", "error"), 2},
+		{s.m.ops.WithLabelValues("list", "ok"), 1}, // Open's
+		{s.m.ops.WithLabelValues("list", "error"), 2},
+		{s.m.ops.WithLabelValues("get", "ok"), 1},
+		{s.m.ops.WithLabelValues("get", "error"), 2 + 2 + 3},
+		{s.m.ops.WithLabelValues("get", "missing"), 1},
+	} {
+		if got := testutil.ToFloat64(c.c); got != c.want {
+			t.Errorf("%s = %v, want %v", c.c.(prometheus.Metric).Desc(), got, c.want)
+		}
+	}
+	if n, err := testutil.GatherAndCount(reg, "stratafs_data_s3_requests_in_flight", "stratafs_data_s3_operation_duration_seconds"); err != nil || n != 1+4 {
+		t.Errorf("registry holds %d in-flight and latency series, %v; want 1 and one per operation used (put, get, delete, list)", n, err)
 	}
 }
 
