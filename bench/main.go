@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -22,6 +23,7 @@ var (
 	dir   = flag.String("dir", "", "scratch directory (default: a temporary one)")
 	quick = flag.Bool("quick", false, "smaller data sets, for a smoke run")
 	only  = flag.String("only", "", "run one group of figures only: meta, cassandra, s3 or fuse")
+	prof  = flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
 )
 
 func main() {
@@ -32,6 +34,15 @@ func main() {
 		check(err)
 		defer os.RemoveAll(d)
 		scratch = d
+	}
+	if *prof != "" {
+		f, err := os.Create(*prof)
+		check(err)
+		check(pprof.StartCPUProfile(f))
+		defer func() {
+			pprof.StopCPUProfile()
+			check(f.Close())
+		}()
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "backend\tfigure\tvalue\tunit\t")
