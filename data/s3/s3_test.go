@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -300,5 +301,34 @@ func TestMissingBucket(t *testing.T) {
 	_, err := Open(context.Background(), Options{Bucket: "nope", Endpoint: fakeS3(t, nil), Credentials: testCreds})
 	if err == nil || !strings.Contains(err.Error(), "s3://nope/") || !strings.Contains(err.Error(), "NoSuchBucket") {
 		t.Fatalf("Open of a missing bucket: %v", err)
+	}
+}
+
+// No more requests than the concurrency bound reach the remote at once,
+// whatever the number of callers.
+func TestConcurrencyBound(t *testing.T) {
+	var now, most atomic.Int32
+	slow := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := now.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(5 * time.Millisecond) // let the callers pile up
+			h.ServeHTTP(w, r)
+			now.Add(-1)
+		})
+	}
+	s := openStore(t, Options{Endpoint: fakeS3(t, slow), Concurrency: 3})
+	var wg sync.WaitGroup
+	for i := range 24 {
+		wg.Go(func() {
+			if err := s.Put(context.Background(), data.NewChunkID(), storetest.Random(uint64(i), 100)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if m := most.Load(); m != 3 {
+		t.Fatalf("%d requests at once at the remote, want 3 (the bound, reached by 24 callers)", m)
 	}
 }
