@@ -59,6 +59,9 @@ func Mount(ctx context.Context, svc *object.Service, bucket, dir string, o Optio
 		q.close()
 		return nil, fmt.Errorf("mount %s on %s: %w", bucket, dir, err)
 	}
+	if err := setReadahead(dir); err != nil {
+		f.log.Debug("stratafs: kernel readahead left at its default", "err", err)
+	}
 	cancel := svc.Watch(f.watch(q))
 	m := &MountPoint{Dir: dir, server: server, done: make(chan struct{})}
 	go func() {
