@@ -174,9 +174,10 @@ func newCluster(hosts []string, o Options) *gocql.ClusterConfig {
 	// here is one.
 	c.DefaultTimestamp = false
 	if o.NoDiscovery && len(hosts) == 1 {
-		c.DisableInitialHostLookup = true
-		// The driver still learns nodes when it reconnects and from
-		// events; they all go through the one host.
+		// Not DisableInitialHostLookup: the driver would then keep the
+		// host under a made-up id beside the one it learns when its
+		// control connection reconnects, and a pool that lost its
+		// connections under the first is never refilled.
 		via := hosts[0]
 		if _, _, err := net.SplitHostPort(via); err != nil {
 			via = net.JoinHostPort(via, strconv.Itoa(c.Port))
@@ -255,11 +256,9 @@ func open(ctx context.Context, c *gocql.ClusterConfig, keyspace string, o Option
 	if s.session, err = c.CreateSession(); err != nil {
 		return fail(fmt.Errorf("connect to %s: %w: %w", strings.Join(c.Hosts, ","), meta.ErrUnavailable, err))
 	}
-	cctx, cancel := s.bound(ctx)
-	defer cancel()
-	if err := s.ensureSchema(cctx, keyspace, replication); err != nil {
+	if err := s.ensureSchema(ctx, keyspace, replication); err != nil {
 		s.session.Close()
-		return fail(s.wrap(cctx, err))
+		return fail(err)
 	}
 	return s, nil
 }
@@ -315,10 +314,11 @@ var schema = []table{
 }
 
 // ensureSchema creates what is missing of the keyspace and its tables.
+// Each statement has the store's timeout to itself: a schema change waits
+// for the nodes to agree on it, which takes seconds.
 func (s *Store) ensureSchema(ctx context.Context, keyspace, replication string) error {
-	// The driver waits for the nodes to agree on each change it makes.
 	ddl := func(stmt string) error {
-		if err := s.session.Query(stmt).ExecContext(ctx); err != nil {
+		if err := s.bounded(ctx, s.session.Query(stmt).ExecContext); err != nil {
 			return fmt.Errorf("%s: %w", stmt, err)
 		}
 		return nil
@@ -335,12 +335,15 @@ func (s *Store) ensureSchema(ctx context.Context, keyspace, replication string) 
 			return err
 		}
 		have := map[string]bool{}
-		it := s.session.Query(`SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?`,
-			keyspace, t.name).IterContext(ctx)
-		for col := ""; it.Scan(&col); {
-			have[col] = true
-		}
-		if err := it.Close(); err != nil {
+		err := s.bounded(ctx, func(ctx context.Context) error {
+			it := s.session.Query(`SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?`,
+				keyspace, t.name).IterContext(ctx)
+			for col := ""; it.Scan(&col); {
+				have[col] = true
+			}
+			return it.Close()
+		})
+		if err != nil {
 			return fmt.Errorf("columns of %s.%s: %w", keyspace, t.name, err)
 		}
 		for _, c := range t.columns {
