@@ -308,7 +308,7 @@ func (n *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileH
 	}
 	list := func() pager {
 		n.fsys.j.settle(p)
-		return &listPager{fsys: n.fsys, root: n.IsRoot(), merge: merger{prefix: p}, unlisted: n.unlisted()}
+		return &listPager{fsys: n.fsys, root: n.IsRoot(), merge: merger{prefix: p}, unlisted: n.unlisted}
 	}
 	return newDirHandle(list, n.direntLookup, n.fsys.j.sync), 0, 0
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/object"
 )
 
@@ -79,6 +80,18 @@ func (c *change) touches(names []string) bool {
 // under reports whether name stands for every key under it.
 func under(name string) bool { return name == "" || strings.HasSuffix(name, "/") }
 
+// A queuedHead is the row a change puts at the head of a key: a version,
+// a delete marker, or nil for a key it removes (the mount deletes no
+// given version: nil is the DELETE of an unversioned key).
+type queuedHead struct {
+	v *meta.Version
+	c *change
+}
+
+// gone reports whether the key has no live version once the change
+// commits.
+func (h queuedHead) gone() bool { return h.v == nil || h.v.DeleteMarker }
+
 // A journal queues the mount's changes and commits them.
 type journal struct {
 	svc    *object.Service
@@ -97,8 +110,12 @@ type journal struct {
 	// directory prefix ("" for the root) that their keys lie under: they
 	// answer "is anything pending there?" without a scan.
 	keys, dirs map[string]int
-	closed     bool
-	waiters    int // goroutines waiting for changes to commit
+	// heads holds, per key with changes queued or in flight, the row the
+	// last of them puts at its head, so that listings show the mount's
+	// changes before they commit (see listPager).
+	heads   map[string]queuedHead
+	closed  bool
+	waiters int // goroutines waiting for changes to commit
 
 	wake  chan struct{} // something was queued
 	hurry chan struct{} // somebody waits, or the batch is full
@@ -107,7 +124,7 @@ type journal struct {
 
 func newJournal(svc *object.Service, bucket string, log *slog.Logger, own *ownKeys, failed func(string)) *journal {
 	j := &journal{svc: svc, bucket: bucket, log: log, own: own, failed: failed,
-		keys: map[string]int{}, dirs: map[string]int{},
+		keys: map[string]int{}, dirs: map[string]int{}, heads: map[string]queuedHead{},
 		wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1), done: make(chan struct{})}
 	j.space.L = &j.mu
 	go j.run()
@@ -124,6 +141,7 @@ func (j *journal) add(p *object.Pending, failed func(error)) *change {
 	}
 	j.queue = append(j.queue, c)
 	j.count(c, 1)
+	j.setHeads(c, false)
 	full := len(j.queue) >= maxBatch
 	j.mu.Unlock()
 	signal(j.wake)
@@ -153,7 +171,46 @@ func (j *journal) amend(c *change, fn func(*object.Pending) error) (bool, error)
 	if !c.waiting {
 		return false, nil
 	}
-	return true, fn(c.p)
+	err := fn(c.p)
+	j.setHeads(c, true)
+	return true, err
+}
+
+// setHeads records the rows c puts at the heads of its keys. An amended
+// change may have later changes of its keys behind it: their rows stay.
+func (j *journal) setHeads(c *change, amended bool) {
+	for i, v := range c.p.Heads() {
+		if k := c.keys[i]; !amended || j.heads[k].c == c {
+			j.heads[k] = queuedHead{v: v, c: c}
+		}
+	}
+}
+
+// dropHeads forgets the heads c put, once it has committed or failed:
+// the store answers for them.
+func (j *journal) dropHeads(c *change) {
+	for _, k := range c.keys {
+		if j.heads[k].c == c {
+			delete(j.heads, k)
+		}
+	}
+}
+
+// headsUnder returns the heads of the keys under prefix ("" for every
+// key) with changes queued or in flight; nil when there are none.
+func (j *journal) headsUnder(prefix string) map[string]queuedHead {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.dirs[prefix] == 0 {
+		return nil
+	}
+	heads := map[string]queuedHead{}
+	for k, h := range j.heads {
+		if strings.HasPrefix(k, prefix) {
+			heads[k] = h
+		}
+	}
+	return heads
 }
 
 // count adds d to the counts of c's keys and of the directories above them.
@@ -292,6 +349,7 @@ func (j *journal) run() {
 		j.mu.Lock()
 		for _, c := range batch {
 			j.count(c, -1)
+			j.dropHeads(c)
 			close(c.done)
 		}
 		j.inflight = nil

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -109,26 +110,36 @@ func (h *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 }
 
 // listPager lists the live keys of one directory: object.List with
-// delimiter "/", one page per call; then the files created in the mount
-// and being written, which have no key yet.
+// delimiter "/", one page per call, overlaid with the mount's changes
+// still queued in the journal (see overlay); then the files created in
+// the mount and being written, which have no key yet.
 type listPager struct {
-	fsys     *fsys
-	root     bool      // hides the keys shadowed by .versions and .snapshots
-	at       time.Time // lists the bucket as it was then (a .snapshots view); zero: as it is
-	after    string
-	merge    merger   // its prefix is the directory's
-	unlisted []dirent // not listed yet; a key listed meanwhile drops one
+	fsys  *fsys
+	root  bool      // hides the keys shadowed by .versions and .snapshots
+	at    time.Time // lists the bucket as it was then (a .snapshots view); zero: as it is
+	after string
+	merge merger // its prefix is the directory's
+	// unlisted, if set, returns the entries of the files created in the
+	// directory and not committed yet: asked at the end of the listing,
+	// about the files there are then.
+	unlisted func() []dirent
 }
 
 func (p *listPager) next(ctx context.Context) ([]dirent, bool, error) {
-	prefix := p.merge.prefix
-	res, err := p.fsys.list(ctx, p.at, meta.ListOptions{Prefix: prefix, Delimiter: "/", After: p.after})
+	prefix, after := p.merge.prefix, p.after
+	var heads map[string]queuedHead
+	if p.at.IsZero() {
+		// Taken before the store is read: a change that commits in
+		// between shows in both, the same.
+		heads = p.fsys.j.headsUnder(prefix)
+	}
+	res, err := p.fsys.list(ctx, p.at, meta.ListOptions{Prefix: prefix, Delimiter: "/", After: after})
 	if err != nil {
 		return nil, false, p.fsys.errno("list "+prefix, err)
 	}
 	p.after = res.Next
 	var out []dirent
-	objs, cps := res.Objects, res.CommonPrefixes
+	objs, cps := overlay(prefix, after, res, heads)
 	for len(objs) > 0 || len(cps) > 0 {
 		if len(cps) == 0 || len(objs) > 0 && objs[0].Key < cps[0] {
 			v := objs[0]
@@ -141,20 +152,70 @@ func (p *listPager) next(ctx context.Context) ([]dirent, bool, error) {
 		}
 	}
 	if res.IsTruncated {
-		return p.hide(p.listed(out)), false, nil
+		return p.hide(out), false, nil
 	}
-	out = p.listed(p.merge.end(out))
-	return p.hide(append(out, p.unlisted...)), true, nil
+	out = p.merge.end(out)
+	return p.hide(append(out, p.writing(out)...)), true, nil
 }
 
-// listed drops from unlisted the names out lists, and returns out.
-func (p *listPager) listed(out []dirent) []dirent {
-	if len(p.unlisted) > 0 {
-		for _, e := range out {
-			p.unlisted = slices.DeleteFunc(p.unlisted, func(u dirent) bool { return u.name == e.name })
+// writing returns the files being written in the mount that the listing
+// has not shown, out being its last page. A file whose change is queued
+// is left to the overlay, which has shown it or not as the store and the
+// journal agreed then: its entry here may name it as it was before a
+// rename.
+func (p *listPager) writing(out []dirent) []dirent {
+	if p.unlisted == nil {
+		return nil
+	}
+	return slices.DeleteFunc(p.unlisted(), func(u dirent) bool {
+		return p.fsys.j.pendingKey(p.merge.prefix+u.name) ||
+			slices.ContainsFunc(out, func(e dirent) bool { return e.name == u.name })
+	})
+}
+
+// overlay applies heads, the rows that the mount's queued changes put at
+// the heads of keys under prefix, to a page of the store's listing that
+// started after after: a key they delete (a rename's source among them)
+// is dropped, a key they write shows their version, and the keys and
+// subdirectories they create are added where they sort within the page.
+// So a file renamed in the mount is listed once, under its old name or
+// its new one, however the commit and the listing interleave. A change
+// that empties a subdirectory is not applied: the listing shows the
+// directory until it commits (a listing starts once the changes queued
+// before it have committed; see dirNode.OpendirHandle).
+func overlay(prefix, after string, res *meta.ListResult, heads map[string]queuedHead) ([]*meta.Version, []string) {
+	if len(heads) == 0 {
+		return res.Objects, res.CommonPrefixes
+	}
+	inPage := func(k string) bool { return k > after && (!res.IsTruncated || k <= res.Next) }
+	var objs []*meta.Version
+	for _, v := range res.Objects {
+		h, ok := heads[v.Key]
+		switch {
+		case !ok:
+			objs = append(objs, v)
+		case !h.gone():
+			objs = append(objs, h.v)
+		}
+		delete(heads, v.Key)
+	}
+	cps := slices.Clone(res.CommonPrefixes)
+	for k, h := range heads {
+		rest := k[len(prefix):]
+		if rest == "" || h.gone() {
+			continue
+		}
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			if cp := prefix + rest[:i+1]; inPage(cp) && !slices.Contains(cps, cp) {
+				cps = append(cps, cp)
+			}
+		} else if inPage(k) {
+			objs = append(objs, h.v)
 		}
 	}
-	return out
+	slices.SortFunc(objs, func(a, b *meta.Version) int { return strings.Compare(a.Key, b.Key) })
+	slices.Sort(cps)
+	return objs, cps
 }
 
 // hide drops the root entries named .versions and .snapshots: the mount

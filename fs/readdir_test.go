@@ -4,6 +4,8 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+
+	"github.com/stratafs/stratafs/meta"
 )
 
 func TestMergerLetsDirectoriesWinAndSkipsBadNames(t *testing.T) {
@@ -34,5 +36,42 @@ func TestMergerLetsDirectoriesWinAndSkipsBadNames(t *testing.T) {
 	want := []string{"d:a-b", "d:a", "f:b", "d:c"}
 	if !slices.Equal(got, want) {
 		t.Errorf("entries %q, want %q", got, want)
+	}
+}
+
+func TestOverlayShowsQueuedChangesWithinThePage(t *testing.T) {
+	v := func(key string) *meta.Version { return &meta.Version{Key: key} }
+	marker := &meta.Version{Key: "p/c", DeleteMarker: true}
+	newer := v("p/d")
+	res := &meta.ListResult{
+		Objects:        []*meta.Version{v("p/c"), v("p/d"), v("p/k")},
+		CommonPrefixes: []string{"p/e/"},
+		IsTruncated:    true, Next: "p/m",
+	}
+	heads := map[string]queuedHead{
+		"p/c":   {v: marker}, // deleted: dropped
+		"p/d":   {v: newer},  // rewritten: its queued version
+		"p/f":   {v: v("p/f")},
+		"p/h":   {},              // removed from an unversioned bucket
+		"p/a":   {v: v("p/a")},   // before the page: an earlier page's
+		"p/z":   {v: v("p/z")},   // after the page: the next page's
+		"p/g/x": {v: v("p/g/x")}, // makes directory g
+		"p/e/y": {v: v("p/e/y")}, // in a directory listed already
+		"p/":    {v: v("p/")},    // the directory's own marker
+		"p/q/r": {v: v("p/q/r")}, // after the page
+	}
+	objs, cps := overlay("p/", "p/b", res, heads)
+	var keys []string
+	for _, o := range objs {
+		keys = append(keys, o.Key)
+	}
+	if !slices.Equal(keys, []string{"p/d", "p/f", "p/k"}) || objs[0] != newer {
+		t.Errorf("objects %q (the queued version of p/d: %v)", keys, objs[0] == newer)
+	}
+	if !slices.Equal(cps, []string{"p/e/", "p/g/"}) {
+		t.Errorf("common prefixes %q", cps)
+	}
+	if objs, cps := overlay("p/", "p/b", res, nil); len(objs) != 3 || len(cps) != 1 {
+		t.Error("no heads changed the page")
 	}
 }

@@ -31,6 +31,19 @@ func (p *Pending) Keys() []string {
 	return keys
 }
 
+// Heads returns, for each key of Keys, the row the write puts at the
+// head of the key: its new latest version, or a delete marker; nil where
+// it puts none and only removes a row (the DELETE of an unversioned key,
+// or of one version). The mount shows its writes from them until they
+// commit.
+func (p *Pending) Heads() []*meta.Version {
+	heads := make([]*meta.Version, len(p.ms))
+	for i, m := range p.ms {
+		heads[i] = m.Put
+	}
+	return heads
+}
+
 // Amend gives the version p writes the attributes a instead, as if it
 // had been prepared with them, and returns it: a change of attributes
 // made before the write commits then joins it rather than making a
