@@ -253,13 +253,18 @@ func (n *snapDir) fileChild(ctx context.Context, name string, v *meta.Version, o
 }
 
 // OpendirHandle lists the directory as the live tree's are listed, from
-// the as-of listing, page by page.
+// the as-of listing, page by page. The kernel keeps the listing of a
+// settled view in its page cache, and lists it again from there.
 func (n *snapDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
 	list := func() pager {
 		n.fsys.j.settle(n.prefix)
 		return &listPager{fsys: n.fsys, at: n.at, merge: merger{prefix: n.prefix}}
 	}
-	return newDirHandle(list, n.direntLookup, n.fsys.j.sync), 0, 0
+	var keep uint32
+	if n.settled() {
+		keep = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
+	}
+	return newDirHandle(list, n.direntLookup, n.fsys.j.sync), keep, 0
 }
 
 // direntLookup answers READDIRPLUS: a file from the version listed, a
