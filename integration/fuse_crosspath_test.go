@@ -31,6 +31,7 @@ func TestFUSECrossPath(t *testing.T) {
 	t.Run("MountToS3", func(t *testing.T) { defer recoverMust(t); m.on(t).mountToS3() })
 	t.Run("S3ToMount", func(t *testing.T) { defer recoverMust(t); m.on(t).s3ToMount() })
 	t.Run("Versions", func(t *testing.T) { defer recoverMust(t); m.on(t).versionsParity() })
+	t.Run("UnnamableKeys", func(t *testing.T) { defer recoverMust(t); m.on(t).unnamableKeys() })
 }
 
 // on returns m with t as the test its helpers report to.
@@ -301,6 +302,29 @@ func (m *servedMount) versionsParity() {
 	eq(t, ".versions/v lists every name ListObjectVersions has under v/", strings.Join(m.names(".versions/v"), " "), strings.Join(ever, " "))
 	eq(t, "the names ever under v/", strings.Join(ever, " "), "gone k s3gone sub")
 	eq(t, "the live names under v/", strings.Join(m.names("v"), " "), "k")
+}
+
+// unnamableKeys puts over S3 keys whose components cannot be file names
+// (empty, "." or "..", longer than NAME_MAX): the mount's listings skip
+// them, the rest of the directory lists, and S3 still serves them.
+func (m *servedMount) unnamableKeys() {
+	t, c := m.c.t, m.c
+	long := strings.Repeat("x", 256)
+	bad := []string{"n//empty", "n/./dot", "n/../dotdot", "n/" + long, "n/" + long + "/deep", "n/d/.", "/lead"}
+	for _, k := range append(bad, "n/ok", "n/d/fine") {
+		c.put(crossBucket, k, []byte(k))
+	}
+	eq(t, "the mount lists n/", strings.Join(m.names("n"), " "), "d ok")
+	eq(t, "the mount lists n/d/", strings.Join(m.names("n/d"), " "), "fine")
+	eq(t, ".versions lists n/", strings.Join(m.names(".versions/n"), " "), "d ok")
+	if slices.Contains(m.names(""), "") {
+		t.Error("the root lists an empty name")
+	}
+	for _, k := range bad {
+		if _, body := c.get(crossBucket, k, ""); string(body) != k {
+			t.Errorf("S3 reads %q for %q", body, k)
+		}
+	}
 }
 
 // An s3Row is one row of ListObjectVersions.
