@@ -75,6 +75,9 @@ type Options struct {
 	Timeout time.Duration
 	// Credentials replace the SDK's default chain when not nil.
 	Credentials aws.CredentialsProvider
+	// ReadAhead is the window a chunk read in order in small pieces is
+	// fetched by (DefaultReadAhead when 0, none when negative).
+	ReadAhead int
 	// Registerer gets the store's Prometheus metrics (none when nil).
 	Registerer prometheus.Registerer
 }
@@ -138,6 +141,7 @@ type Store struct {
 	sem      chan struct{} // a slot per request in flight
 	idle     func()        // closes the transport's idle connections
 	m        *metrics
+	ra       readAhead
 }
 
 var _ data.Store = (*Store)(nil)
@@ -154,6 +158,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		attempts: o.MaxAttempts,
 		backoff:  retry.NewExponentialJitterBackoff(o.MaxBackoff),
 		sem:      make(chan struct{}, o.Concurrency),
+		ra:       readAhead{size: int64(max(o.ReadAhead, 0))},
 	}
 	if o.Prefix != "" {
 		s.prefix = o.Prefix + "/"
@@ -189,6 +194,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
+	}
+	if o.ReadAhead == 0 {
+		o.ReadAhead = DefaultReadAhead
 	}
 	return o
 }
@@ -283,7 +291,8 @@ func (s *Store) Put(ctx context.Context, id data.ChunkID, b []byte) error {
 }
 
 // ReadAt reads len(p) bytes of chunk id at off with a ranged GetObject,
-// streamed into p. A body cut short by the network is asked for again from
+// streamed into p, or from a read-ahead window for a small read in order.
+// A body cut short by the network is asked for again from
 // where it broke off, up to MaxAttempts times with the SDK's backoff: the
 // SDK retries requests, not the reading of their bodies.
 func (s *Store) ReadAt(ctx context.Context, id data.ChunkID, p []byte, off int64) (int, error) {
@@ -293,6 +302,15 @@ func (s *Store) ReadAt(ctx context.Context, id data.ChunkID, p []byte, off int64
 	if len(p) == 0 {
 		return 0, s.head(ctx, id)
 	}
+	if n, err, ok := s.readWindowed(ctx, id, p, off); ok {
+		return n, err
+	}
+	return s.read(ctx, id, p, off)
+}
+
+// read reads len(p) bytes of chunk id at off, as ReadAt does, without
+// read-ahead.
+func (s *Store) read(ctx context.Context, id data.ChunkID, p []byte, off int64) (int, error) {
 	n := 0
 	for attempt := 1; ; attempt++ {
 		k, err := s.readRange(ctx, id, p[n:], off+int64(n))
@@ -412,6 +430,7 @@ func (s *Store) Delete(ctx context.Context, id data.ChunkID) error {
 	if err != nil && !notFound(err) {
 		return fmt.Errorf("delete chunk %s from %s: %w", id, s.where, err)
 	}
+	s.ra.drop(id, func(*window) bool { return true })
 	return nil
 }
 

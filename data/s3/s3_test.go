@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,7 +36,7 @@ var testCreds = credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "
 
 // fakeS3 starts gofakes3 holding an empty bucket behind h's wrapping, and
 // returns its URL.
-func fakeS3(t *testing.T, wrap func(http.Handler) http.Handler) string {
+func fakeS3(t testing.TB, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
 	b := s3mem.New()
 	if err := b.CreateBucket(testBucket); err != nil {
@@ -211,7 +212,7 @@ func TestRemoteFaults(t *testing.T) {
 	ctx := context.Background()
 	f := &faults{}
 	reg := prometheus.NewRegistry()
-	s := openStore(t, Options{Endpoint: fakeS3(t, f.wrap), MaxAttempts: 3, MaxBackoff: 10 * time.Millisecond, Registerer: reg})
+	s := openStore(t, Options{Endpoint: fakeS3(t, f.wrap), MaxAttempts: 3, MaxBackoff: 10 * time.Millisecond, Registerer: reg, ReadAhead: -1})
 	kept := data.NewChunkID()
 	want := storetest.Random(1, 5000)
 	if err := s.Put(ctx, kept, want); err != nil {
@@ -330,5 +331,138 @@ func TestConcurrencyBound(t *testing.T) {
 	wg.Wait()
 	if m := most.Load(); m != 3 {
 		t.Fatalf("%d requests at once at the remote, want 3 (the bound, reached by 24 callers)", m)
+	}
+}
+
+// A chunk read in order in small pieces is fetched a window at a time;
+// reads here and there fetch what they ask for; what Delete removed reads
+// as missing, window or not.
+func TestReadAhead(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var gets []string // the Range of every GET
+	count := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet && r.Header.Get("Range") != "" {
+				mu.Lock()
+				gets = append(gets, r.Header.Get("Range"))
+				mu.Unlock()
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	taken := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		g := gets
+		gets = nil
+		return g
+	}
+	const win, size = 1 << 20, 5<<19 + 100 // a chunk of 2.5 MiB and 100 bytes
+	s := openStore(t, Options{Endpoint: fakeS3(t, count), ReadAhead: win})
+	want := storetest.Random(1, size)
+	id := data.NewChunkID()
+	if err := s.Put(ctx, id, want); err != nil {
+		t.Fatal(err)
+	}
+
+	// In order, 256 KiB at a time, as the kernel's read-ahead asks, four
+	// reads at once: three windows, the last one short.
+	got := make([]byte, size)
+	var wg sync.WaitGroup
+	for off := 0; off < size; off += 4 << 18 {
+		for i := range 4 {
+			at := off + i<<18
+			if at >= size {
+				break
+			}
+			wg.Go(func() {
+				p := got[at:min(at+1<<18, size)]
+				if n, err := s.ReadAt(ctx, id, p, int64(at)); n != len(p) || err != nil && err != io.EOF {
+					t.Errorf("ReadAt(%d bytes at %d) = %d, %v", len(p), at, n, err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("read in order: wrong bytes")
+	}
+	if g := taken(); !slices.Equal(g, []string{"bytes=0-1048575", "bytes=1048576-2097151", "bytes=2097152-3145727"}) {
+		t.Fatalf("read in order with GETs %q, want one per window", g)
+	}
+	// Past the end, and across two windows already fetched: no GET.
+	p := make([]byte, 1<<18)
+	if n, err := s.ReadAt(ctx, id, p, size-100); n != 100 || err != io.EOF || !bytes.Equal(p[:n], want[size-100:]) {
+		t.Fatalf("ReadAt across the end = %d, %v", n, err)
+	}
+	if n, err := s.ReadAt(ctx, id, p, win-10); n != len(p) || err != nil || !bytes.Equal(p, want[win-10:win-10+len(p)]) {
+		t.Fatalf("ReadAt across windows = %d, %v", n, err)
+	}
+	if g := taken(); len(g) != 0 {
+		t.Fatalf("reads within fetched windows made GETs %q", g)
+	}
+
+	// Here and there, in another chunk, past its first window and never
+	// next to an earlier read: each read fetches its own bytes.
+	other := data.NewChunkID()
+	if err := s.Put(ctx, other, want); err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []int{2<<20 + 777, 1<<20 + 12345} {
+		if n, err := s.ReadAt(ctx, other, p[:4096], int64(off)); n != 4096 || err != nil || !bytes.Equal(p[:n], want[off:off+4096]) {
+			t.Fatalf("ReadAt(4096 at %d) = %d, %v", off, n, err)
+		}
+	}
+	if g := taken(); !slices.Equal(g, []string{"bytes=2097929-2102024", "bytes=1060921-1065016"}) {
+		t.Fatalf("reads here and there made GETs %q, want one of 4 KiB each", g)
+	}
+
+	if err := s.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReadAt(ctx, id, p, 0); !errors.Is(err, data.ErrNoSuchChunk) {
+		t.Fatalf("ReadAt after Delete: %v, want ErrNoSuchChunk", err)
+	}
+}
+
+// BenchmarkReadInOrder reads an 8 MiB chunk in order in 512 KiB pieces,
+// as the mount does, from a remote that takes 2 ms to answer, with and
+// without read-ahead: compare the two in one run.
+func BenchmarkReadInOrder(b *testing.B) {
+	rtt := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(2 * time.Millisecond)
+			h.ServeHTTP(w, r)
+		})
+	}
+	url := fakeS3(b, rtt)
+	chunk := storetest.Random(1, 8<<20)
+	for _, c := range []struct {
+		name string
+		ra   int
+	}{{"none", -1}, {"window", 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			s, err := Open(context.Background(), Options{Bucket: testBucket, Endpoint: url, Credentials: testCreds, ReadAhead: c.ra})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			p := make([]byte, 512<<10)
+			b.SetBytes(int64(len(chunk)))
+			for range b.N {
+				b.StopTimer()
+				id := data.NewChunkID() // a new chunk each time: no window left over
+				if err := s.Put(context.Background(), id, chunk); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				for off := 0; off < len(chunk); off += len(p) {
+					if _, err := s.ReadAt(context.Background(), id, p, int64(off)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }
