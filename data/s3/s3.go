@@ -8,7 +8,10 @@
 // SDK's default chain (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY,
 // AWS_PROFILE and the shared files, then the instance roles), retries are
 // the SDK's standard retryer (exponential backoff with jitter) with a
-// bound on attempts, and a semaphore bounds the requests in flight.
+// bound on attempts, and a semaphore bounds the requests in flight. Puts
+// stream from the caller's buffer and reads stream into it; a chunk read
+// in order in small pieces, as the mount reads, is fetched a window at a
+// time (readahead.go).
 //
 // Use an unversioned bucket (or one with a lifecycle rule that expires
 // noncurrent versions): on a versioned bucket Delete leaves the bytes
