@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,7 +17,9 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"golang.org/x/sys/unix"
 
+	"github.com/stratafs/stratafs/fs"
 	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/object"
 )
 
 // TestFUSECrossPath drives one `stratafs serve --mount` process through
@@ -367,4 +370,59 @@ func fsyncPath(t *testing.T, path string) {
 	if err := f.Sync(); err != nil {
 		t.Fatalf("fsync %s: %v", path, err)
 	}
+}
+
+// TestFUSEOtherProcessesWithinTimeouts changes a mounted bucket through
+// a second core over the same stores, as another process would (a
+// gateway sharing the meta store): nothing tells the mount, yet once the
+// entry and attribute timeouts have passed it shows the changes — new
+// bytes of the same size, a new key, a delete, an undelete.
+func TestFUSEOtherProcessesWithinTimeouts(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	f := newFUSEMount(t, fs.Options{EntryTimeout: timeout, AttrTimeout: timeout})
+	other := object.New(f.svc.Meta(), f.svc.Data(), object.Options{ChunkSize: fuseChunk})
+	put := func(key string, b []byte) {
+		if _, err := other.Put(f.ctx, "bkt", key, bytes.NewReader(b), object.PutOptions{Size: int64(len(b))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del := func(key, version string) string {
+		res, err := other.Delete(f.ctx, "bkt", key, object.DeleteOptions{VersionID: version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.VersionID
+	}
+	one, two := fuseRandom(2*fuseChunk), fuseRandom(2*fuseChunk)
+	put("k", one)
+	put("gone", []byte("x"))
+	if !bytes.Equal(f.read("k"), one) || string(f.read("gone")) != "x" {
+		t.Fatal("the mount does not read the first versions")
+	}
+	if _, err := os.Stat(f.path("new")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	put("k", two)
+	put("new", []byte("new"))
+	marker := del("gone", "")
+	fuseEventually(t, "another process's changes within the timeouts", func() error {
+		switch b, err := os.ReadFile(f.path("k")); {
+		case err != nil:
+			return err
+		case !bytes.Equal(b, two):
+			return errors.New("k reads other bytes than its new version's")
+		}
+		if _, err := os.Stat(f.path("new")); err != nil {
+			return err
+		}
+		if _, err := os.Stat(f.path("gone")); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("gone: %v", err)
+		}
+		return nil
+	})
+	del("gone", marker)
+	fuseEventually(t, "another process's undelete within the timeouts", func() error {
+		_, err := os.Stat(f.path("gone"))
+		return err
+	})
 }
