@@ -14,6 +14,8 @@ import (
 
 // queries holds the store's CQL, with the keyspace filled in.
 type queries struct {
+	keyspace string // for the statements built per table (orphans.go)
+
 	bucket, buckets, createBucket, updateBucket, deleteBucket string
 	accessKey, accessKeys, createAccessKey, deleteAccessKey   string
 	lease, createLease, updateLease, deleteLease              string
@@ -32,6 +34,8 @@ func newQueries(ks string) queries {
 		"$up", "bucket_id = ? AND shard = ? AND kind = 0 AND key = ? AND upload_id = ? AND part = 0")
 	q := func(s string) string { return r.Replace(s) }
 	return queries{
+		keyspace: ks,
+
 		bucket:       q(`SELECT data FROM $ks.buckets WHERE ns = ? AND name = ?`),
 		buckets:      q(`SELECT data FROM $ks.buckets WHERE ns = ?`),
 		createBucket: q(`INSERT INTO $ks.buckets (ns, name, data) VALUES (?, ?, ?) IF NOT EXISTS`),

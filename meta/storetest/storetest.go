@@ -84,6 +84,7 @@ var cases = []struct {
 	{"Leases/Acquire", testLeasesAcquire},
 	{"Leases/Release", testLeasesRelease},
 	{"Leases/Race", testLeasesRace},
+	{"Orphans/None", testOrphansNone},
 }
 
 // A subcase runs on a fixture shared with the other subcases of its case.
