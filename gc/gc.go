@@ -154,6 +154,8 @@ type Stats struct {
 	MarkersRemoved    int64 // delete markers removed as their key's only row
 	UploadsAborted    int64 // incomplete uploads aborted
 	UploadsDropped    int64 // records of completed uploads removed
+	OrphanBuckets     int64 // deleted buckets' ids that still key records
+	OrphanRecords     int64 // their records removed (partitions on Cassandra)
 
 	// Unreadable counts rows and parts whose manifest cannot be decoded:
 	// the chunks they name are unknown, so nothing is swept.
@@ -176,7 +178,7 @@ type Stats struct {
 
 // Progress is where a run stands.
 type Progress struct {
-	Phase  string // "count", "scan" (rows and uploads), "sweep"
+	Phase  string // "count", "scan" (rows and uploads), "orphans", "sweep"
 	Bucket string // the bucket being scanned
 	Key    string // the last key scanned
 	Stats
@@ -191,10 +193,16 @@ func Run(ctx context.Context, svc *object.Service, o Options) (*Stats, error) {
 		if err := r.scan(ctx, true); err != nil {
 			return err
 		}
+		if err := r.orphans(ctx); err != nil {
+			return err
+		}
 		if r.st.Unreadable > 0 {
 			return fmt.Errorf("%d rows or parts have manifests that cannot be read, so no chunk was collected (run fsck): %w", r.st.Unreadable, meta.ErrCorrupt)
 		}
-		return r.sweep(ctx, nil)
+		if err := r.sweep(ctx, nil); err != nil {
+			return err
+		}
+		return r.compact(ctx)
 	})
 	return r.finish(), err
 }

@@ -127,6 +127,9 @@ func printSummary(w io.Writer, st *gc.Stats, dry bool) {
 	fmt.Fprintf(w, "expired: %d current versions, %d noncurrent versions, %d delete markers\n",
 		st.CurrentExpired, st.NoncurrentExpired, st.MarkersRemoved)
 	fmt.Fprintf(w, "uploads: %d aborted, %d completed records dropped\n", st.UploadsAborted, st.UploadsDropped)
+	if st.OrphanBuckets > 0 {
+		fmt.Fprintf(w, "deleted buckets still holding records: %d, %d records removed\n", st.OrphanBuckets, st.OrphanRecords)
+	}
 	fmt.Fprintf(w, "chunks: %d (%s), %d unreferenced, %d %s (%s)\n", st.Chunks, bytesize(st.ChunkBytes),
 		st.Unreferenced, st.Reclaimed, verb, bytesize(st.ReclaimedBytes))
 	fmt.Fprintf(w, "read %d rows and %d upload parts of %d buckets in %v\n", st.Rows, st.Parts, st.Buckets, st.Elapsed.Round(time.Millisecond))

@@ -224,7 +224,8 @@ func startCollector(ctx context.Context, svc *object.Service, interval, grace ti
 				slog.String("outcome", outcome), slog.Int64("rows", st.Rows),
 				slog.Int64("current_expired", st.CurrentExpired), slog.Int64("noncurrent_expired", st.NoncurrentExpired),
 				slog.Int64("markers_removed", st.MarkersRemoved), slog.Int64("uploads_aborted", st.UploadsAborted),
-				slog.Int64("uploads_dropped", st.UploadsDropped), slog.Int64("chunks", st.Chunks),
+				slog.Int64("uploads_dropped", st.UploadsDropped), slog.Int64("orphan_records", st.OrphanRecords),
+				slog.Int64("chunks", st.Chunks),
 				slog.Int64("chunks_reclaimed", st.Reclaimed), slog.Int64("bytes_reclaimed", st.ReclaimedBytes),
 				slog.Duration("took", st.Elapsed),
 			}
@@ -252,6 +253,7 @@ type gcMetrics struct {
 	expired  *prometheus.CounterVec // versions, current or noncurrent
 	markers  prometheus.Counter
 	uploads  prometheus.Counter
+	orphans  prometheus.Counter
 	chunks   prometheus.Counter
 	bytes    prometheus.Counter
 	duration prometheus.Gauge
@@ -277,12 +279,13 @@ func newGCMetrics(reg prometheus.Registerer) *gcMetrics {
 		}, []string{"version"}),
 		markers: counter("delete_markers_removed_total", "Delete markers removed as their key's only row."),
 		uploads: counter("uploads_aborted_total", "Incomplete multipart uploads aborted (AbortIncompleteMultipartUpload)."),
+		orphans: counter("orphan_records_removed_total", "Records left under deleted buckets' ids by writes that raced the deletion, removed (partitions on Cassandra)."),
 		chunks:  counter("chunks_reclaimed_total", "Unreferenced chunks deleted."),
 		bytes:   counter("reclaimed_bytes_total", "Bytes of the unreferenced chunks deleted."),
 		duration: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "stratafs", Subsystem: "gc", Name: "last_run_duration_seconds",
 			Help: "How long the last run that was not skipped took."}),
 	}
-	reg.MustRegister(m.runs, m.expired, m.markers, m.uploads, m.chunks, m.bytes, m.duration)
+	reg.MustRegister(m.runs, m.expired, m.markers, m.uploads, m.orphans, m.chunks, m.bytes, m.duration)
 	return m
 }
 
@@ -314,6 +317,7 @@ func (m *gcMetrics) observe(outcome string, st *gc.Stats) {
 	m.expired.WithLabelValues("noncurrent").Add(float64(st.NoncurrentExpired))
 	m.markers.Add(float64(st.MarkersRemoved))
 	m.uploads.Add(float64(st.UploadsAborted))
+	m.orphans.Add(float64(st.OrphanRecords))
 	m.chunks.Add(float64(st.Reclaimed))
 	m.bytes.Add(float64(st.ReclaimedBytes))
 	m.duration.Set(st.Elapsed.Seconds())
