@@ -73,7 +73,8 @@ type s3Server struct {
 	vhost int            // requests addressed virtual-host style
 }
 
-func startS3(t *testing.T, useTLS bool) *s3Server {
+// startS3 starts an endpoint over fresh stores; opts change its Config.
+func startS3(t *testing.T, useTLS bool, opts ...func(*s3.Config)) *s3Server {
 	t.Helper()
 	dir := t.TempDir()
 	m, err := bolt.Open(filepath.Join(dir, "meta.db"))
@@ -86,12 +87,16 @@ func startS3(t *testing.T, useTLS bool) *s3Server {
 		t.Fatal(err)
 	}
 	s := &s3Server{svc: object.New(m, d, object.Options{ChunkSize: s3Chunk}), modes: map[string]int{}}
-	h := s3.New(s.svc, s3.Config{
+	cfg := s3.Config{
 		Domains:       []string{s3Domain},
 		Keys:          sigv4.StaticKeys{s3AccessKey: s3SecretKey, s3AliceKey: s3AliceSecret},
 		RootAccessKey: s3AccessKey,
 		Logger:        slog.New(slog.DiscardHandler),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h := s3.New(s.svc, cfg)
 	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		if isPutObject(r) {

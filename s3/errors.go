@@ -62,6 +62,7 @@ var (
 	errNotImplemented      = &Error{"NotImplemented", http.StatusNotImplemented, "A header or query you provided implies functionality that is not implemented."}
 	errPreconditionFailed  = &Error{"PreconditionFailed", http.StatusPreconditionFailed, "At least one of the pre-conditions you specified did not hold."}
 	errSignatureMismatch   = &Error{"SignatureDoesNotMatch", http.StatusForbidden, "The request signature we calculated does not match the signature you provided. Check your key and signing method."}
+	errSlowDown            = &Error{"SlowDown", http.StatusServiceUnavailable, "Please reduce your request rate."}
 )
 
 // translations maps the sentinel errors of the core and of SigV4

@@ -27,6 +27,13 @@ func (h *Handler) headObject(w http.ResponseWriter, q *request) error {
 // readObject serves GET and HEAD: preconditions, a single range, the
 // response-* overrides and, when asked, the stored checksums.
 func (h *Handler) readObject(w http.ResponseWriter, q *request, withBody bool) error {
+	if withBody {
+		release, ok := h.reads.take()
+		if !ok {
+			return errSlowDown.with("More than %d objects are being read.", h.cfg.MaxReads)
+		}
+		defer release()
+	}
 	versionID, err := versionParam(q)
 	if err != nil {
 		return err

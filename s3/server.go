@@ -53,13 +53,26 @@ type Config struct {
 	// stay under MaxWrites × 3 × the chunk size (8 MiB by default).
 	// DefaultMaxWrites when 0 or less.
 	MaxWrites int
+	// MaxRequests is how many requests are served at once; one more is
+	// answered 503 SlowDown at once, as S3 answers a client to back off
+	// (the SDKs retry it with backoff), rather than queued without
+	// bound. DefaultMaxRequests when 0 or less.
+	MaxRequests int
+	// MaxReads is how many GetObject bodies are sent at once, each with
+	// up to a chunk buffer (8 MiB by default) of read-ahead; one more is
+	// answered 503 SlowDown. DefaultMaxReads when 0 or less.
+	MaxReads int
 	// Metrics, when set, count and time every request.
 	Metrics *Metrics
 }
 
-// DefaultMaxWrites is Config.MaxWrites' default: 16 × 3 × 8 MiB = 384 MiB
-// of write buffers at most.
-const DefaultMaxWrites = 16
+// Defaults of Config: at most 16 × 3 × 8 MiB = 384 MiB of write buffers
+// and 64 × 8 MiB = 512 MiB of read buffers.
+const (
+	DefaultMaxWrites   = 16
+	DefaultMaxReads    = 64
+	DefaultMaxRequests = 1024
+)
 
 // A Handler is the S3 endpoint. It is safe for concurrent use.
 type Handler struct {
@@ -68,6 +81,22 @@ type Handler struct {
 	verify *sigv4.Verifier
 	log    *slog.Logger
 	writes chan struct{} // a token per body being stored
+	reads  limit         // GetObject bodies being sent
+	all    limit         // requests being served
+}
+
+// A limit counts what is in progress against a bound.
+type limit chan struct{}
+
+// take reports whether there was room, and then holds one place until
+// the returned release is called.
+func (l limit) take() (release func(), ok bool) {
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, true
+	default:
+		return nil, false
+	}
 }
 
 // New returns the S3 endpoint over the core svc.
@@ -81,12 +110,20 @@ func New(svc *object.Service, cfg Config) *Handler {
 	if cfg.MaxWrites <= 0 {
 		cfg.MaxWrites = DefaultMaxWrites
 	}
+	if cfg.MaxReads <= 0 {
+		cfg.MaxReads = DefaultMaxReads
+	}
+	if cfg.MaxRequests <= 0 {
+		cfg.MaxRequests = DefaultMaxRequests
+	}
 	return &Handler{
 		svc:    svc,
 		cfg:    cfg,
 		verify: &sigv4.Verifier{Region: cfg.Region, Keys: keyring{fixed: cfg.Keys, svc: svc}, Now: cfg.Now},
 		log:    cfg.Logger,
 		writes: make(chan struct{}, cfg.MaxWrites),
+		reads:  make(limit, cfg.MaxReads),
+		all:    make(limit, cfg.MaxRequests),
 	}
 }
 
@@ -129,7 +166,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("x-amz-request-id", q.id)
 	w.Header().Set("Server", "stratafs")
 	sw := &statusWriter{ResponseWriter: w}
-	err := h.serve(sw, q)
+	var err error
+	if release, ok := h.all.take(); ok {
+		err = h.serve(sw, q)
+		release()
+	} else {
+		err = errSlowDown.with("More than %d requests are in progress.", h.cfg.MaxRequests)
+	}
 	if err != nil && !errors.Is(err, errAborted) {
 		h.writeError(sw, q, err)
 	}

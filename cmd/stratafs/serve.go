@@ -55,6 +55,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		"serve Prometheus metrics on this address at /metrics; off when empty")
 	maxWrites := fs.String("max-writes", strconv.Itoa(s3.DefaultMaxWrites),
 		"request bodies stored at once; each holds up to 3 chunk buffers of 8 MiB")
+	maxReads := fs.String("max-reads", strconv.Itoa(s3.DefaultMaxReads),
+		"GetObject bodies sent at once, each with up to 8 MiB read ahead; more are answered 503 SlowDown")
+	maxRequests := fs.String("max-requests", strconv.Itoa(s3.DefaultMaxRequests),
+		"S3 requests served at once; more are answered 503 SlowDown")
 	gcInterval := fs.String("gc-interval", gc.DefaultInterval.String(),
 		"collect (apply retention, abort stale uploads, delete unreferenced chunks) at start and then this often; 0 disables")
 	gcGrace := fs.String("gc-grace", gc.DefaultGrace.String(),
@@ -62,9 +66,13 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if _, err := e.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	writes, err := strconv.Atoi(*maxWrites)
-	if err != nil || writes < 1 {
-		return fmt.Errorf("--max-writes %q: want a number of at least 1: %w", *maxWrites, errUsage)
+	limits := map[string]int{} // by flag name
+	for name, v := range map[string]string{"max-writes": *maxWrites, "max-reads": *maxReads, "max-requests": *maxRequests} {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("--%s %q: want a number of at least 1: %w", name, v, errUsage)
+		}
+		limits[name] = n
 	}
 	interval, err := time.ParseDuration(*gcInterval)
 	if err != nil || interval < 0 {
@@ -117,7 +125,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		Keys:          sigv4.StaticKeys{creds.AccessKey: creds.SecretKey},
 		RootAccessKey: creds.AccessKey,
 		Logger:        logger,
-		MaxWrites:     writes,
+		MaxWrites:     limits["max-writes"],
+		MaxReads:      limits["max-reads"],
+		MaxRequests:   limits["max-requests"],
 		Metrics:       metrics,
 	})
 	srv := &http.Server{
