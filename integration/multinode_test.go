@@ -72,7 +72,7 @@ func TestMultiNode(t *testing.T) {
 	start := time.Now()
 	b.c.put("shared", "from-b/s3.bin", viaS3)
 	putTook := time.Since(start)
-	writeSynced(t, filepath.Join(b.dir, "from-b", "mount.bin"), viaMount)
+	noErr(t, writeSynced(filepath.Join(b.dir, "from-b", "mount.bin"), viaMount))
 
 	// Read through C, over S3 and in C's mount.
 	for key, want := range map[string][]byte{"from-b/s3.bin": viaS3, "from-b/mount.bin": viaMount} {
@@ -123,6 +123,7 @@ func TestMultiNode(t *testing.T) {
 
 	racePuts(t, b, c)
 	putGetFigures(t, b)
+	chunkStoreDown(t, bin, dirA, a, b, c)
 
 	// fsck, beside the running gateways, walks A's bucket (ListObjectsV2)
 	// and finds every chunk the rows name.
@@ -160,7 +161,8 @@ func startGateways(t *testing.T, bin string, hosts []string, endpointA string, k
 	})
 	// The processes started from here on inherit these.
 	t.Setenv("STRATAFS_META", "cassandra://"+strings.Join(hosts, ",")+"/"+keyspace)
-	t.Setenv("STRATAFS_DATA", "s3://chunks/nodes?endpoint="+endpointA)
+	// Two tries: when A is down on purpose, B gives up within seconds.
+	t.Setenv("STRATAFS_DATA", "s3://chunks/nodes?max_attempts=2&endpoint="+endpointA)
 	t.Setenv("AWS_ACCESS_KEY_ID", key.AccessKeyID)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", key.SecretAccessKey)
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
@@ -188,15 +190,14 @@ func nodeClient(t *testing.T, endpoint string, key aws.Credentials) s3Test {
 }
 
 // writeSynced writes a file in a mount and fsyncs it: its version is
-// committed, for every gateway to see, when this returns.
-func writeSynced(t *testing.T, path string, b []byte) {
-	t.Helper()
+// committed, for every gateway to see, when this returns nil.
+func writeSynced(path string, b []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	_, err = f.Write(b)
 	if err == nil {
@@ -206,8 +207,9 @@ func writeSynced(t *testing.T, path string, b []byte) {
 		err = cerr
 	}
 	if err != nil {
-		t.Fatalf("write %s: %v", path, err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
+	return nil
 }
 
 // within polls cond until it holds, failing the test if it does not
@@ -304,4 +306,40 @@ func putGetFigures(t *testing.T, b *gateway) {
 func median(d []time.Duration) time.Duration {
 	slices.Sort(d)
 	return d[len(d)/2].Round(10 * time.Microsecond)
+}
+
+// chunkStoreDown stops A, the chunk store: B's writes that need a chunk
+// fail cleanly (an S3 5xx, an error from fsync in the mount) while B stays
+// up and takes what needs none (a small object lives in its row); once A
+// is back on its address, B writes chunks again and C reads them.
+func chunkStoreDown(t *testing.T, bin, dirA string, a *servedProcess, b, c *gateway) {
+	t.Helper()
+	a.stop(t, syscall.SIGTERM)
+	big := storetest.Random(4, 1<<20)
+	_, err := b.c.c.PutObject(b.c.ctx, &awss3.PutObjectInput{Bucket: aws.String("shared"), Key: aws.String("down/s3.bin"), Body: bytes.NewReader(big)})
+	if e := errOf(t, err); e.status < 500 {
+		t.Fatalf("B's PUT of 1 MiB with A down: %v; want a 5xx", err)
+	}
+	t.Logf("B's PUT with A down: %v", err)
+	if err := writeSynced(filepath.Join(b.dir, "down", "mount.bin"), big); err == nil {
+		t.Fatal("a 1 MiB file written and fsynced in B's mount with A down: no error")
+	}
+	b.c.put("shared", "down/small", []byte("kept in its row"))
+
+	back := time.Now()
+	// A runs on the embedded default, not on the gateways' stores.
+	meta, data := os.Getenv("STRATAFS_META"), os.Getenv("STRATAFS_DATA")
+	t.Setenv("STRATAFS_META", "")
+	t.Setenv("STRATAFS_DATA", "")
+	startServe(t, bin, dirA, "--listen", strings.TrimPrefix(a.endpoint, "http://"), "--gc-interval", "0")
+	t.Setenv("STRATAFS_META", meta)
+	t.Setenv("STRATAFS_DATA", data)
+	b.c.put("shared", "down/s3.bin", big)
+	noErr(t, writeSynced(filepath.Join(b.dir, "down", "after.bin"), big))
+	t.Logf("B writes chunks again %v after A restarted", time.Since(back).Round(time.Millisecond))
+	for _, key := range []string{"down/s3.bin", "down/after.bin"} {
+		if _, got := c.c.get("shared", key, ""); !bytes.Equal(got, big) {
+			t.Fatalf("C reads %s: %d bytes, not those B wrote", key, len(got))
+		}
+	}
 }
