@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -131,6 +133,40 @@ func TestS3Lifecycle(t *testing.T) {
 	wantErr(t, err, 404, "NoSuchLifecycleConfiguration")
 	eq(t, "rules in the core after delete", s.storedRules(t, "life"), "null")
 	must(c.c.DeleteBucketLifecycle(c.ctx, &awss3.DeleteBucketLifecycleInput{Bucket: aws.String("life")}))
+}
+
+// TestS3Expiration checks x-amz-expiration on the responses that write
+// or read an object an Expiration rule covers: the first midnight UTC at
+// least Days after it was written, and the rule due first.
+func TestS3Expiration(t *testing.T) {
+	s := startS3(t, false)
+	c := s3Test{t: t, ctx: context.Background(), c: s.client(true)}
+	defer recoverMust(t)
+	c.createBucket("exp")
+	days := func(id, prefix string, n int32) s3types.LifecycleRule {
+		return s3types.LifecycleRule{ID: aws.String(id), Status: s3types.ExpirationStatusEnabled,
+			Filter: &s3types.LifecycleRuleFilter{Prefix: aws.String(prefix)}, Expiration: &s3types.LifecycleExpiration{Days: aws.Int32(n)}}
+	}
+	off := days("off", "", 1)
+	off.Status = s3types.ExpirationStatusDisabled
+	noErr(t, c.putLifecycle("exp", days("logs", "logs/", 30), days("tmp", "logs/tmp/", 2), off))
+	want := func(written time.Time, n int, rule string) string {
+		d := written.UTC().AddDate(0, 0, n+1)
+		return fmt.Sprintf(`expiry-date="%s", rule-id="%s"`,
+			time.Date(d.Year(), d.Month(), d.Day(), 0, 0, 0, 0, time.UTC).Format(http.TimeFormat), rule)
+	}
+	for key, rule := range map[string]string{"logs/a": "logs", "logs/tmp/b": "tmp", "other": ""} {
+		put := c.put("exp", key, []byte("x"))
+		head := must(c.c.HeadObject(c.ctx, &awss3.HeadObjectInput{Bucket: aws.String("exp"), Key: aws.String(key)}))
+		get, _ := c.get("exp", key, "")
+		expected := ""
+		if rule != "" {
+			expected = want(aws.ToTime(head.LastModified), map[string]int{"logs": 30, "tmp": 2}[rule], rule)
+		}
+		eq(t, key+" PUT x-amz-expiration", aws.ToString(put.Expiration), expected)
+		eq(t, key+" HEAD x-amz-expiration", aws.ToString(head.Expiration), expected)
+		eq(t, key+" GET x-amz-expiration", aws.ToString(get.Expiration), expected)
+	}
 }
 
 // TestS3LifecycleBadConfigurations sends configurations S3 refuses, and

@@ -71,6 +71,7 @@ func (h *Handler) copyObject(w http.ResponseWriter, q *request) error {
 		return copyError(err)
 	}
 	h.setVersionID(q, w.Header(), "x-amz-version-id", q.bucket, v)
+	h.setExpiration(q, w.Header(), v)
 	if src != nil {
 		h.setVersionID(q, w.Header(), "x-amz-copy-source-version-id", srcBucket, src)
 	}

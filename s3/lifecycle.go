@@ -2,9 +2,12 @@ package s3
 
 import (
 	"encoding/xml"
+	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/object"
 )
 
 // The bucket lifecycle API: the rules of a bucket's retention, which the
@@ -305,4 +308,32 @@ func ruleXML(r meta.LifecycleRule) lifecycleRule {
 		x.AbortIncompleteMultipartUpload = &abortIncompleteUpload{DaysAfterInitiation: &r.AbortIncompleteUploadDays}
 	}
 	return x
+}
+
+// setExpiration sets x-amz-expiration on the response that writes or
+// reads v as its key's current version, when an Expiration rule of the
+// bucket will expire it: the day it falls due (as the collector counts
+// it) and the rule, the one due first when several apply.
+func (h *Handler) setExpiration(q *request, hdr http.Header, v *meta.Version) {
+	if v.DeleteMarker {
+		return
+	}
+	b, err := h.svc.Bucket(q.ctx, q.bucket)
+	if err != nil {
+		return // the response is about the object; the header is a hint
+	}
+	var at time.Time
+	var rule *meta.LifecycleRule
+	for i := range b.Lifecycle {
+		r := &b.Lifecycle[i]
+		if r.ExpirationDays <= 0 || !r.Applies(v.Key) {
+			continue
+		}
+		if due := object.DueAt(v.LastModified(), r.ExpirationDays); rule == nil || due.Before(at) {
+			at, rule = due, r
+		}
+	}
+	if rule != nil {
+		hdr.Set("x-amz-expiration", fmt.Sprintf(`expiry-date="%s", rule-id="%s"`, at.Format(http.TimeFormat), rule.ID))
+	}
 }

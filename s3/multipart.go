@@ -314,6 +314,7 @@ func (h *Handler) completeUpload(w http.ResponseWriter, q *request) error {
 		return err
 	}
 	h.setVersionID(q, w.Header(), "x-amz-version-id", q.bucket, v)
+	h.setExpiration(q, w.Header(), v)
 	scheme := "http"
 	if q.r.TLS != nil {
 		scheme = "https"

@@ -100,6 +100,9 @@ func (h *Handler) readObject(w http.ResponseWriter, q *request, withBody bool) e
 	}
 	setVersionHeaders(hdr, v)
 	h.setVersionID(q, hdr, "x-amz-version-id", q.bucket, v)
+	if versionID == "" {
+		h.setExpiration(q, hdr, v)
+	}
 	applyOverrides(hdr, q)
 	hdr.Set("Accept-Ranges", "bytes")
 	hdr.Set("Content-Length", strconv.FormatInt(n, 10))
@@ -230,6 +233,7 @@ func (h *Handler) putObject(w http.ResponseWriter, q *request) error {
 	hdr := w.Header()
 	hdr.Set("ETag", `"`+v.ETag+`"`)
 	h.setVersionID(q, hdr, "x-amz-version-id", q.bucket, v)
+	h.setExpiration(q, hdr, v)
 	setChecksumHeaders(hdr, v.Checksums)
 	w.WriteHeader(http.StatusOK)
 	return nil
