@@ -422,3 +422,78 @@ func syncMount(t *testing.T, dir string) {
 		t.Fatalf("fsync of %s: %v", dir, err)
 	}
 }
+
+// TestFUSESnapshotsPageThroughBigDirectories lists a directory of a view
+// bigger than a page of the store's listing, before and after most of it
+// was deleted, in small batches so that the kernel asks again and again.
+func TestFUSESnapshotsPageThroughBigDirectories(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{})
+	const n = 2500
+	apply := func(keys []string, op func(key string) error) {
+		t.Helper()
+		ch := make(chan string)
+		var wg sync.WaitGroup
+		for range 16 { // concurrent writes share bolt's group commits
+			wg.Go(func() {
+				for k := range ch {
+					if err := op(k); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		for _, k := range keys {
+			ch <- k
+		}
+		close(ch)
+		wg.Wait()
+	}
+	var keys, deleted []string
+	for i := range n {
+		keys = append(keys, fmt.Sprintf("big/f%05d", i))
+		if i%5 != 0 {
+			deleted = append(deleted, keys[i])
+		}
+	}
+	before := timetest.LastStamp()
+	apply(keys, func(k string) error {
+		_, err := f.svc.Put(f.ctx, "bkt", k, strings.NewReader(k), object.PutOptions{Size: int64(len(k))})
+		return err
+	})
+	full := timetest.LastStamp()
+	apply(deleted, func(k string) error {
+		_, err := f.svc.Delete(f.ctx, "bkt", k, object.DeleteOptions{})
+		return err
+	})
+
+	list := func(instant time.Time) []string {
+		t.Helper()
+		d, err := os.Open(f.path(".snapshots/" + instant.Format(time.RFC3339Nano) + "/big"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		var names []string
+		for {
+			ents, err := d.ReadDir(100)
+			for _, e := range ents {
+				names = append(names, "big/"+e.Name())
+			}
+			if err == io.EOF {
+				return names
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := list(full); !slices.Equal(got, keys) {
+		t.Errorf("the full directory lists %d names, want %d", len(got), len(keys))
+	}
+	left := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { _, found := slices.BinarySearch(deleted, k); return found })
+	if got := list(timetest.LastStamp()); !slices.Equal(got, left) {
+		t.Errorf("after the deletes the directory lists %d names, want %d", len(got), len(left))
+	}
+	_, err := os.Stat(f.path(".snapshots/" + before.Format(time.RFC3339Nano) + "/big"))
+	fuseWantErrno(t, "the directory before its first key", err, syscall.ENOENT)
+}
