@@ -121,7 +121,7 @@ func (q *invalidator) close() {
 func (q *invalidator) invalidate(key string, failed bool) {
 	marker := strings.HasSuffix(key, "/")
 	names := strings.Split(strings.TrimSuffix(key, "/"), "/")
-	if names[0] == versionsName {
+	if virtualName(names[0]) {
 		return // shadowed by the mount's own
 	}
 	in := q.root
