@@ -22,9 +22,11 @@ import (
 )
 
 // A cutProxy forwards TCP connections to target until it is cut; then it
-// closes its listener and every connection, as a crashed or partitioned
-// server would, until it is healed on the same address. It stands
-// between stratafs and the shared Cassandra, which must not be stopped.
+// closes its listener and every connection, as a stopped server would,
+// until it is healed on the same address. Stalled, it keeps every
+// connection open but passes no byte on, as a network that drops packets
+// would, until it resumes. It stands between stratafs and the shared
+// Cassandra, which must not be stopped.
 type cutProxy struct {
 	t      *testing.T
 	target string
@@ -33,10 +35,12 @@ type cutProxy struct {
 	mu    sync.Mutex
 	ln    net.Listener
 	conns map[net.Conn]bool
+	gate  chan struct{} // closed while bytes flow
 }
 
 func startProxy(t *testing.T, target string) *cutProxy {
-	p := &cutProxy{t: t, target: target, addr: "127.0.0.1:0"}
+	p := &cutProxy{t: t, target: target, addr: "127.0.0.1:0", gate: make(chan struct{})}
+	close(p.gate)
 	p.heal()
 	p.addr = p.ln.Addr().String()
 	t.Cleanup(p.cut)
@@ -78,13 +82,53 @@ func (p *cutProxy) forward(c net.Conn) {
 	}
 	p.conns[c], p.conns[u] = true, true
 	p.mu.Unlock()
-	go func() { io.Copy(u, c); u.Close() }()
-	io.Copy(c, u)
-	c.Close()
+	go p.pipe(u, c)
+	p.pipe(c, u)
+}
+
+// pipe copies src to dst while the gate is open, and closes both at the
+// end of either.
+func (p *cutProxy) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			gate := p.gate
+			p.mu.Unlock()
+			<-gate
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// stall stops passing bytes on; resume passes them again.
+func (p *cutProxy) stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gate = make(chan struct{})
+}
+
+func (p *cutProxy) resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.gate:
+	default:
+		close(p.gate)
+	}
 }
 
 // cut closes the listener and every connection: new ones are refused.
 func (p *cutProxy) cut() {
+	p.resume() // lets stalled pipes see their connections closed
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ln == nil {
@@ -116,7 +160,8 @@ func cassandraTarget(t *testing.T) string {
 // ServiceUnavailable, file operations in the mount EIO, nothing hangs and
 // the process stays up; a PUT whose body was streaming when the store
 // went away leaves no version; once the proxy is back, everything works
-// again without a restart.
+// again without a restart. Then the proxy stalls, and the same holds
+// once the store's timeout passes.
 func TestCassandraOutage(t *testing.T) {
 	target := cassandraTarget(t)
 	skipWithoutFUSE(t)
@@ -212,6 +257,26 @@ func TestCassandraOutage(t *testing.T) {
 	}
 	if got, err := os.ReadFile(filepath.Join(dir, "during.txt")); err == nil && string(got) != "from the mount" {
 		t.Fatalf("during.txt holds %q", got)
+	}
+
+	// A network that drops packets: nothing is refused, nothing answers.
+	// Calls give up at the store's timeout (timeout=2s in the URL).
+	px.stall()
+	start := time.Now()
+	_, err = c.c.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("after.txt")})
+	wantErr(t, err, http.StatusServiceUnavailable, "ServiceUnavailable")
+	t.Logf("S3 GET answered 503 %v into a stall", time.Since(start).Round(time.Millisecond))
+	_, err = os.Stat(filepath.Join(dir, "stalled.txt"))
+	fuseWantErrno(t, "stat in a stall", err, syscall.EIO)
+	px.resume()
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		_, err := c.c.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("after.txt")})
+		if err == nil {
+			break
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatalf("S3 GET a minute after the stall ended: %v", err)
+		}
 	}
 	p.stop(t, syscall.SIGTERM)
 }
