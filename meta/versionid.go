@@ -68,10 +68,20 @@ func ParseVersionID(s string) (VersionID, error) {
 }
 
 // AsOf returns the smallest id a version issued at or before t can have:
-// seeking a key to AsOf(t) lands on its newest row not newer than t.
+// seeking a key to AsOf(t) lands on its newest row not newer than t. An
+// id holds the nanoseconds since 1970 in an int64: an instant before 1970
+// is taken as 1970 (no version is that old), one after 2262 as the last
+// nanosecond an id can hold (every version is older).
 func AsOf(t time.Time) VersionID {
+	ns := int64(0)
+	switch {
+	case t.After(time.Unix(0, math.MaxInt64)):
+		ns = math.MaxInt64
+	case t.After(time.Unix(0, 0)):
+		ns = t.UnixNano()
+	}
 	var id VersionID
-	binary.BigEndian.PutUint64(id[:8], math.MaxUint64-uint64(t.UnixNano()))
+	binary.BigEndian.PutUint64(id[:8], math.MaxUint64-uint64(ns))
 	return id
 }
 

@@ -85,6 +85,23 @@ func TestAsOfBoundsRowsOfAnInstant(t *testing.T) {
 			t.Errorf("id at %v: visible as of %v = %v, want %v", c.id.Time(), at, got, c.visible)
 		}
 	}
+	// Instants an id cannot hold: before 1970 nothing is visible yet,
+	// after 2262 everything is.
+	id := idAt(at, 0x80)
+	for _, c := range []struct {
+		at      string
+		visible bool
+	}{
+		{"1969-12-31T23:59:59Z", false},
+		{"1600-01-01T00:00:00Z", false},
+		{"2262-04-12T00:00:00Z", true},
+		{"9999-12-31T23:59:59Z", true},
+	} {
+		instant, _ := time.Parse(time.RFC3339, c.at)
+		if got := id.Compare(AsOf(instant)) >= 0; got != c.visible {
+			t.Errorf("id at %v: visible as of %s = %v, want %v", id.Time(), c.at, got, c.visible)
+		}
+	}
 }
 
 func FuzzParseVersionID(f *testing.F) {
