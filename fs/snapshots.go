@@ -22,7 +22,9 @@ import (
 // a view reaches is decided by the bucket's retention: a version the
 // collector has expired is missing from every view. Looking up a name
 // that is not an instant finds nothing (ENOENT), and .snapshots itself
-// lists nothing: the instants are not a finite set.
+// lists nothing: the instants are not a finite set. A mount with
+// Options.AsOf has a view as its root, and neither .versions nor
+// .snapshots: keys of those names are shown there like any other.
 //
 // An instant still to come shows the bucket as it is now, and as it
 // changes until the instant has passed: a view is the newest version of
@@ -35,7 +37,8 @@ const (
 	// snapshotSettle is how long after an instant a version stamped at or
 	// before it may still commit: a write is stamped when it is prepared
 	// and commits moments later (the mount's journal, a transaction in
-	// flight elsewhere).
+	// flight elsewhere). The clocks of the processes writing a bucket
+	// must agree within it too.
 	snapshotSettle = time.Minute
 	// snapshotTimeout is how long the kernel may keep what it knows about
 	// a settled view.
