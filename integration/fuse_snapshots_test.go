@@ -305,6 +305,7 @@ func TestFUSESnapshots(t *testing.T) {
 	}
 	east := time.FixedZone("+05:30", 5*3600+1800)
 	check("before the first step", view(from[0].Add(-time.Nanosecond), time.RFC3339Nano), &snapModel{})
+	check("before 1970", view(time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC), time.RFC3339), &snapModel{})
 	for i := range steps {
 		check(fmt.Sprintf("step %d", i), view(at[i], time.RFC3339Nano), steps[i])
 		if i+1 == len(steps) {
@@ -319,6 +320,7 @@ func TestFUSESnapshots(t *testing.T) {
 		}
 	}
 	check("in the future", view(clock.Now().Add(24*time.Hour), time.RFC3339), cur)
+	check("past the last instant an id can hold", in(".snapshots/9999-12-31T23:59:59Z"), cur)
 
 	// Nothing in a view can be changed, nor moved into one.
 	last := len(steps) - 1
