@@ -44,7 +44,7 @@ func (s *Service) bucket(ctx context.Context, name string) (meta.Bucket, error) 
 		return s.meta.Bucket(ctx, name)
 	}
 	now := s.opts.Now()
-	c := &s.buckets
+	c := s.buckets
 	c.mu.Lock()
 	e, ok := c.m[name]
 	gen := c.gen
@@ -73,7 +73,7 @@ func (s *Service) bucket(ctx context.Context, name string) (meta.Bucket, error) 
 
 // knowBucket records b, just written to the store by this Service.
 func (s *Service) knowBucket(b meta.Bucket) {
-	c := &s.buckets
+	c := s.buckets
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
@@ -89,7 +89,7 @@ func (s *Service) knowBucket(b meta.Bucket) {
 // forgetBucket drops the record of the named bucket, so that the next call
 // reads it from the store.
 func (s *Service) forgetBucket(name string) {
-	c := &s.buckets
+	c := s.buckets
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++

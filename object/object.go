@@ -43,7 +43,7 @@ type Service struct {
 	opts     Options
 	watchers watchers
 	guards   guards
-	buckets  bucketCache
+	buckets  *bucketCache // shared with the views Prepare makes
 }
 
 // New returns a Service over a meta store and a chunk store. It takes
@@ -55,7 +55,7 @@ func New(m meta.Store, d data.Store, o Options) *Service {
 	if o.BucketTTL == 0 {
 		o.BucketTTL = DefaultBucketTTL
 	}
-	return &Service{meta: m, data: d, opts: o}
+	return &Service{meta: m, data: d, opts: o, buckets: new(bucketCache)}
 }
 
 // Meta returns the meta store, for admin tools (gc, fsck) that walk it.

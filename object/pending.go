@@ -79,7 +79,7 @@ func (p *Pending) Amend(a Attrs) (*meta.Version, error) {
 // the operations return are the ones CommitPending will write.
 func (s *Service) Prepare(ctx context.Context, write func(d *Service) error) (*Pending, error) {
 	r := &recorder{Store: s.meta}
-	d := &Service{meta: r, data: s.data, opts: s.opts}
+	d := &Service{meta: r, data: s.data, opts: s.opts, buckets: s.buckets}
 	if err := write(d); err != nil {
 		return nil, err
 	}

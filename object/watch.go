@@ -2,6 +2,7 @@ package object
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/stratafs/stratafs/meta"
 )
@@ -21,6 +22,8 @@ func (s *Service) Watch(fn func(Change)) (cancel func()) {
 }
 
 type watchers struct {
+	commits atomic.Uint64
+
 	mu   sync.RWMutex
 	next int
 	fns  map[int]func(Change)
@@ -42,7 +45,13 @@ func (w *watchers) add(fn func(Change)) func() {
 	}
 }
 
+// Commits counts the commits this Service has made. A cache of what the
+// store answered may keep serving, as far as this process's writes are
+// concerned, while the count has not changed since it was read.
+func (s *Service) Commits() uint64 { return s.watchers.commits.Load() }
+
 func (s *Service) notify(bucket string, ms []meta.Mutation) {
+	s.watchers.commits.Add(1)
 	s.watchers.mu.RLock()
 	defer s.watchers.mu.RUnlock()
 	for _, fn := range s.watchers.fns {
