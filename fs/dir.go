@@ -261,7 +261,7 @@ func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		}
 	}
 	n.fsys.j.settle(key, key+"/")
-	st, err := n.fsys.svc.Stat(ctx, n.fsys.bucket, key)
+	st, err := n.fsys.stat(ctx, strings.TrimSuffix(key, name), key)
 	if err != nil {
 		return nil, n.fsys.errno("lookup "+key, err)
 	}

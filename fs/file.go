@@ -49,6 +49,11 @@ type fileNode struct {
 	// cached is the version whose bytes the kernel's page cache holds, so
 	// that reopening an unchanged file keeps its cache.
 	cached meta.VersionID
+	// reading counts the read handles open, by the version they read.
+	// The kernel keeps one page cache per inode: a handle still reading
+	// an older version fills it with that version's bytes, so while one
+	// is open the cache is not trusted to hold the inode's version.
+	reading map[meta.VersionID]int
 	// last is the file's last change queued in the journal.
 	last *change
 	// failed holds the error of a queued change of the file that failed,
@@ -259,10 +264,14 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 			return nil, 0, n.fsys.errno("open", err)
 		}
 		var fl uint32
-		if n.v.ID == n.cached {
+		if n.v.ID == n.cached && len(n.reading) == n.reading[n.v.ID] {
 			fl = fuse.FOPEN_KEEP_CACHE
 		}
 		n.cached = n.v.ID
+		if n.reading == nil {
+			n.reading = map[meta.VersionID]int{}
+		}
+		n.reading[n.v.ID]++
 		return &readHandle{fsys: n.fsys, n: n, v: n.v, r: r}, fl, 0
 	}
 	if n.draft == nil {
@@ -307,8 +316,20 @@ func (n *fileNode) commitLocked(ctx context.Context, d *draft) syscall.Errno {
 	}
 	if v != nil {
 		n.v, n.cached = v, v.ID
+		if len(n.reading) > 0 { // of older versions
+			n.cached = meta.VersionID{}
+		}
 	}
 	return 0
+}
+
+// closed records that a read handle of version id was released.
+func (n *fileNode) closed(id meta.VersionID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.reading[id]--; n.reading[id] <= 0 {
+		delete(n.reading, id)
+	}
 }
 
 // flush queues d's changes for a close, and reports a queued change of
@@ -543,6 +564,9 @@ func (h *readHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 // Release closes the chunk files the handle opened.
 func (h *readHandle) Release(ctx context.Context) syscall.Errno {
 	h.files.close()
+	if h.n != nil {
+		h.n.closed(h.v.ID)
+	}
 	return 0
 }
 

@@ -120,6 +120,8 @@ type fsys struct {
 	invalid func(key string)
 	// streams holds a token per file being streamed (see stream).
 	streams chan struct{}
+	// ahead answers lookups of names in listing order (see lookahead).
+	ahead lookahead
 }
 
 // node is embedded in every node type.
