@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +21,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/stratafs/stratafs/data/local"
+	"github.com/stratafs/stratafs/fs"
+	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/meta/kv/tikv"
+	"github.com/stratafs/stratafs/object"
+	"github.com/stratafs/stratafs/s3"
+	"github.com/stratafs/stratafs/s3/sigv4"
 )
 
 // A cutProxy forwards TCP connections to target until it is cut; then it
@@ -160,8 +170,8 @@ func cassandraTarget(t *testing.T) string {
 // ServiceUnavailable, file operations in the mount EIO, nothing hangs and
 // the process stays up; a PUT whose body was streaming when the store
 // went away leaves no version; once the proxy is back, everything works
-// again without a restart. Then the proxy stalls, and the same holds
-// once the store's timeout passes.
+// again without a restart. Then the proxy stalls, and the same holds, once
+// the store's timeout passes.
 func TestCassandraOutage(t *testing.T) {
 	target := cassandraTarget(t)
 	skipWithoutFUSE(t)
@@ -186,17 +196,84 @@ func TestCassandraOutage(t *testing.T) {
 	waitMounted(t, dir)
 	root := exported(t, strings.Join(p.stdout, "\n"))
 	srv := &s3Server{url: p.endpoint, tr: &http.Transport{}}
-	c := s3Test{t: t, ctx: context.Background(), c: srv.client(true, func(o *awss3.Options) {
-		o.Credentials = credentials.StaticCredentialsProvider{Value: root}
-	})}
-
-	c.put("bkt", "before.txt", []byte("written before the outage"))
-	// Bounds every call below: a hang fails the test instead of stalling it.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	checkOutage(ctx, t, srv, root, dir, px.cut, px.heal)
 
+	// A network that drops packets: nothing is refused, nothing answers,
+	// and calls give up at the store's timeout (timeout=2s in the URL).
+	checkOutage(ctx, t, srv, root, dir, px.stall, px.resume)
+	p.stop(t, syscall.SIGTERM)
+}
+
+// TestTiKVOutage stops the one store of an in-process TiKV mock cluster
+// under an S3 endpoint and a mount of one core: the checks of
+// TestCassandraOutage, with client-go's whole client between the core
+// and the (simulated) servers.
+func TestTiKVOutage(t *testing.T) {
+	skipWithoutFUSE(t)
+	m, err := tikv.NewStoppableMock("faults", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := t.TempDir()
+	d, err := local.Open(filepath.Join(base, "chunks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close(); m.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	svc := object.New(m, d, object.Options{})
+	if _, err := svc.CreateBucket(ctx, "bkt", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SetVersioning(ctx, "bkt", meta.Enabled); err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s3.New(svc, s3.Config{
+		Keys:          sigv4.StaticKeys{s3AccessKey: s3SecretKey},
+		RootAccessKey: s3AccessKey,
+		Logger:        slog.New(slog.DiscardHandler),
+	}))
+	t.Cleanup(ts.Close)
+	dir := filepath.Join(base, "mnt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mp, err := fs.Mount(ctx, svc, "bkt", dir, fs.Options{
+		StagingDir: filepath.Join(base, "staging"), EntryTimeout: time.Second, AttrTimeout: time.Second,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if mp.Unmount() != nil {
+			syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+		<-mp.Done()
+	})
+	srv := &s3Server{url: ts.URL, tr: &http.Transport{}}
+	checkOutage(ctx, t, srv, rootCreds, dir, m.Stop, func() { noErr(t, m.Start()) })
+}
+
+// checkOutage takes the meta store of the server at srv, which mounts
+// bucket bkt (versioned) on dir, away with down while a PUT streams its
+// body: the PUT, and S3 PUT, GET and LIST after it, answer 503
+// ServiceUnavailable with an S3 error body, and stat, read and
+// write-and-fsync in the mount fail with EIO. It brings the store back
+// with up: the same server answers again, both ways, and the PUT cut off
+// left no version. ctx bounds every call, so that a hang fails the test.
+func checkOutage(ctx context.Context, t *testing.T, srv *s3Server, creds aws.Credentials, dir string, down, up func()) {
+	t.Helper()
+	defer recoverMust(t)
+	c := s3Test{t: t, ctx: ctx, c: srv.client(true, func(o *awss3.Options) {
+		o.Credentials = credentials.StaticCredentialsProvider{Value: creds}
+	})}
+	c.put("bkt", "before.txt", []byte("written before the outage"))
 	// A PUT whose body is streaming when the store goes away.
-	half := halfWrittenPut(t, srv, root, px, "bkt", "half.bin")
+	half := halfWrittenPut(t, srv, creds, down, "bkt", "half.bin")
 	eq(t, "a PUT cut off from the store: status", half.status, http.StatusServiceUnavailable)
 	if !strings.Contains(string(half.body), "<Code>ServiceUnavailable</Code>") {
 		t.Fatalf("a PUT cut off from the store answered %s", half.body)
@@ -204,8 +281,10 @@ func TestCassandraOutage(t *testing.T) {
 
 	_, err := c.c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("bkt"), Key: aws.String("during.txt"), Body: strings.NewReader("x")})
 	wantErr(t, err, http.StatusServiceUnavailable, "ServiceUnavailable")
+	start := time.Now()
 	_, err = c.c.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("before.txt")})
 	wantErr(t, err, http.StatusServiceUnavailable, "ServiceUnavailable")
+	t.Logf("S3 GET answered 503 after %v", time.Since(start).Round(time.Millisecond))
 	_, err = c.c.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: aws.String("bkt")})
 	wantErr(t, err, http.StatusServiceUnavailable, "ServiceUnavailable")
 
@@ -216,16 +295,13 @@ func TestCassandraOutage(t *testing.T) {
 	_, err = os.ReadFile(filepath.Join(dir, "never-seen.txt"))
 	fuseWantErrno(t, "read while the store is away", err, syscall.EIO)
 	fuseWantErrno(t, "write and fsync while the store is away", fsyncedFile(filepath.Join(dir, "during.txt")), syscall.EIO)
-	if p.cmd.ProcessState != nil {
-		t.Fatalf("serve exited during the outage: %v", p.cmd.ProcessState)
-	}
 
-	px.heal()
+	up()
 	// The driver reconnects within seconds.
 	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
 		_, err := c.c.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("before.txt")})
 		if err == nil {
-			t.Logf("S3 answers again %v after the proxy is back", time.Since(start).Round(time.Millisecond))
+			t.Logf("S3 answers again %v after the store is back", time.Since(start).Round(time.Millisecond))
 			break
 		}
 		if time.Since(start) > time.Minute {
@@ -258,27 +334,6 @@ func TestCassandraOutage(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(dir, "during.txt")); err == nil && string(got) != "from the mount" {
 		t.Fatalf("during.txt holds %q", got)
 	}
-
-	// A network that drops packets: nothing is refused, nothing answers.
-	// Calls give up at the store's timeout (timeout=2s in the URL).
-	px.stall()
-	start := time.Now()
-	_, err = c.c.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("after.txt")})
-	wantErr(t, err, http.StatusServiceUnavailable, "ServiceUnavailable")
-	t.Logf("S3 GET answered 503 %v into a stall", time.Since(start).Round(time.Millisecond))
-	_, err = os.Stat(filepath.Join(dir, "stalled.txt"))
-	fuseWantErrno(t, "stat in a stall", err, syscall.EIO)
-	px.resume()
-	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
-		_, err := c.c.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String("bkt"), Key: aws.String("after.txt")})
-		if err == nil {
-			break
-		}
-		if time.Since(start) > time.Minute {
-			t.Fatalf("S3 GET a minute after the stall ended: %v", err)
-		}
-	}
-	p.stop(t, syscall.SIGTERM)
 }
 
 // fsyncedFile creates name in a mount and writes and fsyncs it, which
@@ -298,9 +353,9 @@ func fsyncedFile(name string) error {
 	return err
 }
 
-// halfWrittenPut PUTs 12 MiB (more than a chunk) to bucket/key and cuts
-// the proxy when 4 MiB are sent; it returns the answer.
-func halfWrittenPut(t *testing.T, srv *s3Server, creds aws.Credentials, px *cutProxy, bucket, key string) rawResponse {
+// halfWrittenPut PUTs 12 MiB (more than a chunk) to bucket/key, calls
+// cut when 4 MiB are sent, and returns the answer.
+func halfWrittenPut(t *testing.T, srv *s3Server, creds aws.Credentials, cut func(), bucket, key string) rawResponse {
 	t.Helper()
 	body := randomBytes(12<<20, 7)
 	r := srv.build(t, rawRequest{method: http.MethodPut, path: "/" + bucket + "/" + key, body: body,
@@ -311,7 +366,7 @@ func halfWrittenPut(t *testing.T, srv *s3Server, creds aws.Credentials, px *cutP
 		pw.Write(body[:4<<20])
 		// Let the server start on the body before the store goes.
 		time.Sleep(300 * time.Millisecond)
-		px.cut()
+		cut()
 		pw.Write(body[4<<20:])
 		pw.Close()
 	}()
