@@ -126,7 +126,7 @@ func storeFlags(fs *flag.FlagSet, e *env) {
 		"meta store URL: bolt:///path/meta.db, memory://, tikv://pd1:2379,pd2:2379[?prefix=p] or\n"+
 			"cassandra://h1,h2/keyspace[?shards=64&timeout=10s…]; default bolt under --data-dir (env STRATAFS_META)")
 	fs.StringVar(&e.data, "data", e.data,
-		"chunk store URL, file:///path; default files under --data-dir (env STRATAFS_DATA)")
+		"chunk store URL: file:///path or s3://bucket/prefix[?endpoint=…&region=…]; default files under --data-dir (env STRATAFS_DATA)")
 }
 
 // configured marks a long-running command, set up in unit files and
