@@ -155,21 +155,27 @@ func (p *listPager) next(ctx context.Context) ([]dirent, bool, error) {
 		return p.hide(out), false, nil
 	}
 	out = p.merge.end(out)
-	return p.hide(append(out, p.writing(out)...)), true, nil
+	return p.hide(append(out, p.writing(out, heads)...)), true, nil
 }
 
 // writing returns the files being written in the mount that the listing
-// has not shown, out being its last page. A file whose change is queued
-// is left to the overlay, which has shown it or not as the store and the
-// journal agreed then: its entry here may name it as it was before a
-// rename.
-func (p *listPager) writing(out []dirent) []dirent {
+// has not shown: out is its last page, which started after after, heads
+// what the journal held when it was read. The files are those there are
+// at the end, with their names then; one whose change was queued before
+// the page was read was left to the overlay (its page showed it, or it
+// came since), and one a rename queued since made did not exist when the
+// page was read (its old name may be listed).
+func (p *listPager) writing(out []dirent, heads map[string]queuedHead) []dirent {
 	if p.unlisted == nil {
 		return nil
 	}
 	return slices.DeleteFunc(p.unlisted(), func(u dirent) bool {
-		return p.fsys.j.pendingKey(p.merge.prefix+u.name) ||
-			slices.ContainsFunc(out, func(e dirent) bool { return e.name == u.name })
+		if slices.ContainsFunc(out, func(e dirent) bool { return e.name == u.name }) {
+			return true
+		}
+		key := p.merge.prefix + u.name
+		h, ok := p.fsys.j.head(key)
+		return ok && (heads[key].c == h.c || len(h.c.keys) > 1)
 	})
 }
 
@@ -189,6 +195,7 @@ func overlay(prefix, after string, res *meta.ListResult, heads map[string]queued
 	}
 	inPage := func(k string) bool { return k > after && (!res.IsTruncated || k <= res.Next) }
 	var objs []*meta.Version
+	stored := map[string]bool{}
 	for _, v := range res.Objects {
 		h, ok := heads[v.Key]
 		switch {
@@ -197,12 +204,12 @@ func overlay(prefix, after string, res *meta.ListResult, heads map[string]queued
 		case !h.gone():
 			objs = append(objs, h.v)
 		}
-		delete(heads, v.Key)
+		stored[v.Key] = true
 	}
 	cps := slices.Clone(res.CommonPrefixes)
 	for k, h := range heads {
 		rest := k[len(prefix):]
-		if rest == "" || h.gone() {
+		if rest == "" || h.gone() || stored[k] {
 			continue
 		}
 		if i := strings.IndexByte(rest, '/'); i >= 0 {

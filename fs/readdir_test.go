@@ -75,3 +75,30 @@ func TestOverlayShowsQueuedChangesWithinThePage(t *testing.T) {
 		t.Error("no heads changed the page")
 	}
 }
+
+func TestWritingLeavesQueuedFilesToTheOverlay(t *testing.T) {
+	before := &change{keys: []string{"p/old"}}
+	renamed := &change{keys: []string{"p/renamed", "p/source"}}
+	closed := &change{keys: []string{"p/closed"}}
+	j := &journal{heads: map[string]queuedHead{
+		"p/old": {c: before}, "p/renamed": {c: renamed}, "p/source": {c: renamed}, "p/closed": {c: closed},
+	}}
+	p := &listPager{fsys: &fsys{j: j}, merge: merger{prefix: "p/"}, unlisted: func() []dirent {
+		var ents []dirent
+		for _, name := range []string{"listed", "draft", "old", "renamed", "closed"} {
+			ents = append(ents, dirent{name: name})
+		}
+		return ents
+	}}
+	// When the last page was read only p/old's change was queued.
+	snapshot := map[string]queuedHead{"p/old": {c: before}}
+	var got []string
+	for _, e := range p.writing([]dirent{{name: "listed"}}, snapshot) {
+		got = append(got, e.name)
+	}
+	// listed: shown; old: the overlay's; renamed: did not exist when the
+	// page was read; draft and closed: being written, or were then.
+	if want := []string{"draft", "closed"}; !slices.Equal(got, want) {
+		t.Errorf("writing adds %q, want %q", got, want)
+	}
+}
