@@ -73,6 +73,10 @@ func TestMultiNode(t *testing.T) {
 	b.c.put("shared", "from-b/s3.bin", viaS3)
 	putTook := time.Since(start)
 	noErr(t, writeSynced(filepath.Join(b.dir, "from-b", "mount.bin"), viaMount))
+	// The chunk store's metrics reach serve's /metrics.
+	if m := b.metrics(t); !strings.Contains(m, `stratafs_data_s3_operations_total{operation="put",outcome="ok"}`) {
+		t.Errorf("B's metrics lack the chunk store's puts:\n%s", m)
+	}
 
 	// Read through C, over S3 and in C's mount.
 	for key, want := range map[string][]byte{"from-b/s3.bin": viaS3, "from-b/mount.bin": viaMount} {
@@ -172,7 +176,7 @@ func startGateways(t *testing.T, bin string, hosts []string, endpointA string, k
 	stratafs(t, bin, dirB, "bucket", "versioning", "shared", "enabled")
 	start := func(dataDir string) *gateway {
 		mnt := t.TempDir()
-		p := startServe(t, bin, dataDir, "--mount", "shared:"+mnt, "--gc-interval", "0")
+		p := startServe(t, bin, dataDir, "--mount", "shared:"+mnt, "--gc-interval", "0", "--metrics-listen", "127.0.0.1:0")
 		// Runs before the process is killed: a failed test leaves no mount.
 		t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
 		waitMounted(t, mnt)

@@ -35,7 +35,7 @@ func runMount(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("--as-of: %w", err)
 		}
 	}
-	svc, closeAll, err := openService(e)
+	svc, closeAll, err := openService(e, nil)
 	if err != nil {
 		return err
 	}

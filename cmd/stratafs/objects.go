@@ -16,7 +16,7 @@ import (
 
 // withService runs fn on the embedded store and closes it afterwards.
 func withService(e *env, fn func(*object.Service) error) error {
-	svc, closeAll, err := openService(e)
+	svc, closeAll, err := openService(e, nil)
 	if err != nil {
 		return err
 	}

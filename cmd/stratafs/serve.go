@@ -91,7 +91,18 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
 
-	svc, closeAll, err := openService(e)
+	// Metrics first: the stores register theirs (data/s3's) when they open.
+	var reg prometheus.Registerer // nil: no metrics
+	var metrics *s3.Metrics
+	if *metricsListen != "" {
+		stop, r, err := serveMetrics(*metricsListen, e.stdout, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		reg, metrics = r, s3.NewMetrics(r)
+	}
+	svc, closeAll, err := openService(e, reg)
 	if err != nil {
 		return err
 	}
@@ -103,16 +114,6 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
-	}
-	var reg prometheus.Registerer // nil: no metrics
-	var metrics *s3.Metrics
-	if *metricsListen != "" {
-		stop, r, err := serveMetrics(*metricsListen, e.stdout, logger)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		reg, metrics = r, s3.NewMetrics(r)
 	}
 	if interval > 0 {
 		// Deferred after closeAll, so it runs before: a run in progress
