@@ -12,7 +12,6 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/object"
 )
@@ -41,7 +40,7 @@ type draft struct {
 
 	mu     sync.Mutex
 	base   *meta.Version // nil for a file not committed yet
-	baseR  *data.ReaderAt
+	baseR  *object.Reader // holds the base's chunks against the collector
 	stage  *os.File // nil until needed
 	stream *stream  // the file's bytes so far, while they are streamed
 	// broken is why the draft's bytes are lost: a stream that failed.
@@ -71,9 +70,12 @@ func (f *fsys) newDraft(base *meta.Version, attrs object.Attrs) (*draft, error) 
 
 // rebase makes v the draft's base, with nothing changed since.
 func (d *draft) rebase(v *meta.Version) error {
-	r, err := d.fsys.svc.ReaderAt(v)
+	r, err := d.fsys.svc.ReaderAt(context.Background(), v)
 	if err != nil {
 		return err
+	}
+	if d.baseR != nil {
+		d.baseR.Close()
 	}
 	if d.stage != nil {
 		if err := d.stage.Truncate(0); err != nil {
@@ -112,6 +114,9 @@ func (d *draft) close() error {
 	if d.stream != nil {
 		d.stream.abandon()
 		d.stream = nil
+	}
+	if d.baseR != nil {
+		d.baseR.Close()
 	}
 	if d.stage == nil {
 		return nil
@@ -180,16 +185,17 @@ func (d *draft) unstream() error {
 
 // stageAll copies the bytes of v, which d streamed, to the staging file.
 func (d *draft) stageAll(v *meta.Version) error {
-	r, err := d.fsys.svc.ReaderAt(v)
+	ctx := context.Background()
+	r, err := d.fsys.svc.ReaderAt(ctx, v)
 	if err != nil {
 		return err
 	}
+	defer r.Close()
 	stage, err := d.staging()
 	if err != nil {
 		return err
 	}
 	buf := make([]byte, min(v.Size, 1<<20))
-	ctx := context.Background()
 	for off := int64(0); off < v.Size; {
 		n, err := r.ReadAt(ctx, buf[:min(int64(len(buf)), v.Size-off)], off)
 		if err != nil && !errors.Is(err, io.EOF) {

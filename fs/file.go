@@ -12,7 +12,6 @@ import (
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/object"
 )
@@ -259,7 +258,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 		if n.v == nil {
 			return nil, 0, syscall.ENOENT
 		}
-		r, err := n.fsys.svc.ReaderAt(n.v)
+		r, err := n.fsys.svc.ReaderAt(ctx, n.v)
 		if err != nil {
 			return nil, 0, n.fsys.errno("open", err)
 		}
@@ -534,7 +533,7 @@ type readHandle struct {
 	fsys *fsys
 	n    *fileNode // the file of the live tree read; nil for .versions
 	v    *meta.Version
-	r    *data.ReaderAt
+	r    *object.Reader // holds v's chunks until Release
 	// files holds the chunk files reads within one chunk are spliced
 	// from.
 	files chunkFiles
@@ -550,7 +549,7 @@ var (
 // (spliced to the kernel, no copy here), else copies them.
 func (h *readHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if off < h.r.Size() {
-		if res := h.files.read(h.r, off, len(dest)); res != nil {
+		if res := h.files.read(h.r.ReaderAt, off, len(dest)); res != nil {
 			return res, 0
 		}
 	}
@@ -561,9 +560,11 @@ func (h *readHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
-// Release closes the chunk files the handle opened.
+// Release closes the chunk files the handle opened and lets the
+// collector have the version's chunks.
 func (h *readHandle) Release(ctx context.Context) syscall.Errno {
 	h.files.close()
+	h.r.Close()
 	if h.n != nil {
 		h.n.closed(h.v.ID)
 	}

@@ -233,7 +233,7 @@ func (n *versionFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		return nil, 0, syscall.EROFS
 	}
-	r, err := n.fsys.svc.ReaderAt(n.v)
+	r, err := n.fsys.svc.ReaderAt(ctx, n.v)
 	if err != nil {
 		return nil, 0, n.fsys.errno("open", err)
 	}

@@ -58,10 +58,17 @@
 // writes, or accept that a rename racing the walk in another gateway
 // could lose the renamed object's chunks (fsck reports it).
 //
-// Readers are not guarded: a GET, or a file held open in the mount, that
-// streams a version whose row was removed before the run began (by an
-// overwrite in an unversioned bucket, a DELETE by version id or an
-// expiry) can find the version's older chunks gone mid-stream.
+// # Readers
+//
+// A version open for reading in the collector's process (an S3 GET
+// streaming it, a file held open in the mount, a .snapshots view) keeps
+// its chunks for as long as it stays open, even after its row is removed
+// (an overwrite in an unversioned bucket, a DELETE by version id, an
+// expiry): object.Service counts the open readers of every chunk
+// (Service.Reading) and the sweep skips those chunks. Opening a version
+// while a run is in progress shows its chunks to the run's guard first,
+// so an open that comes after the sweep took them fails at once rather
+// than mid-stream.
 package gc
 
 import (
@@ -263,7 +270,7 @@ func (r *run) locked(ctx context.Context, fn func(context.Context) error) error 
 	if err != nil {
 		return err
 	}
-	r.sw = newSweeper(r.svc.Data(), n)
+	r.sw = newSweeper(r.svc, n)
 	if !r.o.DryRun {
 		defer r.sw.guard(r.svc)()
 	}

@@ -27,8 +27,13 @@ import (
 // ever names a collected chunk. Deletion decisions and pins are taken
 // under one lock, and a pin waits for the batch being deleted, so the
 // two cannot cross.
+//
+// Readers of the process are guarded the same way: a version open for
+// reading (object.Service.Reading) keeps its chunks even when its row is
+// gone, and opening one shows the guard its chunks first.
 type sweeper struct {
-	data data.Store
+	data    data.Store
+	reading func(data.ChunkID) bool
 
 	mu   sync.Mutex
 	done sync.Cond // signalled when a batch has been deleted
@@ -38,11 +43,12 @@ type sweeper struct {
 	deleting map[data.ChunkID]bool
 }
 
-func newSweeper(d data.Store, chunks int) *sweeper {
+func newSweeper(svc *object.Service, chunks int) *sweeper {
 	// Pins during the run add to the referenced chunks: leave room.
 	n := chunks + chunks/8
 	s := &sweeper{
-		data:     d,
+		data:     svc.Data(),
+		reading:  svc.Reading,
 		refs:     newFilter(n, falsePositive),
 		gone:     newFilter(n/4, falsePositive),
 		deleting: map[data.ChunkID]bool{},
@@ -114,12 +120,12 @@ func (s *sweeper) referenced(id data.ChunkID) bool {
 }
 
 // collect deletes the chunks of batch that are still unreferenced and
-// returns those it deleted.
+// not being read, and returns those it deleted.
 func (s *sweeper) collect(ctx context.Context, batch []chunk) ([]chunk, error) {
 	var doomed []chunk
 	s.mu.Lock()
 	for _, c := range batch {
-		if !s.refs.has(c.id) {
+		if !s.refs.has(c.id) && !s.reading(c.id) {
 			s.gone.add(c.id)
 			s.deleting[c.id] = true
 			doomed = append(doomed, c)

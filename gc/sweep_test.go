@@ -7,6 +7,8 @@ import (
 
 	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/data/local"
+	"github.com/stratafs/stratafs/meta/kv/mem"
+	"github.com/stratafs/stratafs/object"
 )
 
 func TestFilter(t *testing.T) {
@@ -76,7 +78,7 @@ func TestSweeperGuard(t *testing.T) {
 		}
 		return id
 	}
-	s := newSweeper(d, 10)
+	s := newSweeper(object.New(mem.New(), d, object.Options{}), 10)
 	pinned, doomed := put(), put()
 
 	// Pinned first: the sweep keeps it.

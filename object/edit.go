@@ -12,13 +12,16 @@ import (
 
 // ReaderAt gives random access to version v's bytes, for readers that
 // seek (the mount). Like Open it keeps reading v whatever is written
-// later: chunks never change.
-func (s *Service) ReaderAt(v *meta.Version) (*data.ReaderAt, error) {
+// later, even if v is removed: the caller closes the Reader when done.
+func (s *Service) ReaderAt(ctx context.Context, v *meta.Version) (*Reader, error) {
 	m, err := data.DecodeManifest(v.Manifest)
-	if err != nil {
-		return nil, fmt.Errorf("version %s: %w", v.WireID(), err)
+	if err == nil {
+		var h *hold
+		if h, err = s.hold(ctx, m); err == nil {
+			return &Reader{ReaderAt: data.NewReaderAt(s.data, m), hold: h}, nil
+		}
 	}
-	return data.NewReaderAt(s.data, m), nil
+	return nil, fmt.Errorf("version %s: %w", v.WireID(), err)
 }
 
 // An Extent is the byte range [Off, Off+Len) of an object.

@@ -99,10 +99,11 @@ func TestReaderAtReadsAVersion(t *testing.T) {
 	body := randBytes(2*chunk + 7)
 	v := f.put("k", body)
 	f.put("k", []byte("newer"))
-	r, err := f.svc.ReaderAt(v)
+	r, err := f.svc.ReaderAt(f.ctx, v)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer r.Close()
 	p := make([]byte, 100)
 	if n, err := r.ReadAt(f.ctx, p, chunk-50); n != len(p) || err != nil || !bytes.Equal(p, body[chunk-50:chunk+50]) {
 		t.Fatalf("read across a chunk edge: %d, %v", n, err)

@@ -2,22 +2,25 @@ package object
 
 import (
 	"context"
+	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/meta"
 )
 
 // A ChunkGuard is shown, before a commit, every chunk the rows or part it
-// writes reference; an error aborts the commit. The collector installs
-// one while it runs (package gc): a commit may name a chunk the
+// writes reference, and, when a version is opened for reading, the chunks
+// it names; an error aborts the commit or the open. The collector
+// installs one while it runs (package gc): a commit may name a chunk the
 // collector's scan never saw — a rename moves a key's only row to a key
 // the scan has passed — and the guard is how the collector hears of it
-// before it could delete that chunk, and how a commit learns that a chunk
-// it wants to share is already gone.
+// before it could delete that chunk, and how a commit or a reader learns
+// that a chunk it wants is already gone.
 type ChunkGuard func(ctx context.Context, ids []data.ChunkID) error
 
-// guards are the installed ChunkGuards.
+// guards are the installed ChunkGuards and the chunks readers hold.
 type guards struct {
 	// commits is held shared by every commit from its guard check to its
 	// end, and exclusively while a guard is installed: a new guard is
@@ -26,6 +29,11 @@ type guards struct {
 	mu      sync.Mutex
 	next    int
 	fns     map[int]ChunkGuard
+
+	// held counts, per chunk, the open readers whose version names it
+	// (see Reading).
+	heldMu sync.Mutex
+	held   map[data.ChunkID]int32
 }
 
 // GuardChunks installs g until the returned function is called. It waits
@@ -97,4 +105,95 @@ func rowChunks(ms []meta.Mutation) ([]data.ChunkID, error) {
 		ids = append(ids, man.ChunkIDs()...)
 	}
 	return ids, nil
+}
+
+// Reading reports whether a version naming chunk id is open for reading
+// through this Service (Open, Get, ReaderAt, until their Close). The
+// collector keeps such chunks whatever the rows say: a reader keeps the
+// version it opened, even one removed meanwhile (a DELETE by version id,
+// an expiry), for as long as it stays open.
+func (s *Service) Reading(id data.ChunkID) bool {
+	s.guards.heldMu.Lock()
+	defer s.guards.heldMu.Unlock()
+	return s.guards.held[id] > 0
+}
+
+// A hold is a reader's claim on the chunks of the version it reads.
+type hold struct {
+	g        *guards
+	ids      []data.ChunkID
+	released atomic.Bool
+}
+
+// hold claims the chunks m names for a reader until the hold is released.
+// A collector running now may have decided to delete some of them before
+// they were claimed (the version's row was gone when its scan passed): its
+// guard waits for such a deletion to end and fails the open if the chunk
+// went, rather than leaving the reader to fail mid-stream. A manifest
+// with no chunks (inline bytes, holes) needs no hold: nil.
+func (s *Service) hold(ctx context.Context, m *data.Manifest) (*hold, error) {
+	ids := m.ChunkIDs()
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	g := &s.guards
+	g.heldMu.Lock()
+	if g.held == nil {
+		g.held = map[data.ChunkID]int32{}
+	}
+	for _, id := range ids {
+		g.held[id]++
+	}
+	g.heldMu.Unlock()
+	h := &hold{g: g, ids: ids}
+	// Claimed first, checked second: a guard installed after the list
+	// was taken belongs to a run whose sweep sees the claim.
+	for _, fn := range g.list() {
+		if err := fn(ctx, ids); err != nil {
+			h.release()
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// release gives the chunks back; only the first call counts.
+func (h *hold) release() {
+	if h == nil || h.released.Swap(true) {
+		return
+	}
+	h.g.heldMu.Lock()
+	defer h.g.heldMu.Unlock()
+	for _, id := range h.ids {
+		if h.g.held[id]--; h.g.held[id] <= 0 {
+			delete(h.g.held, id)
+		}
+	}
+}
+
+// A Reader gives random access to a version's bytes (see ReaderAt) and
+// holds its chunks against the collector until Close.
+type Reader struct {
+	*data.ReaderAt
+	hold *hold
+}
+
+// Close releases the version's chunks. Reads after it still work while
+// the chunks last; a second Close does nothing.
+func (r *Reader) Close() error {
+	r.hold.release()
+	return nil
+}
+
+// heldBody is a streamed range (Open) that releases its hold once the
+// stream is closed, when no read of it can be in flight.
+type heldBody struct {
+	io.ReadCloser
+	hold *hold
+}
+
+func (b *heldBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.hold.release()
+	return err
 }

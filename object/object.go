@@ -302,7 +302,9 @@ func (s *Service) Get(ctx context.Context, bucket, key, versionID string, off, n
 
 // Open streams bytes [off, off+n) of version v (n < 0: to the end) and
 // returns the length served. A handle that opened v keeps reading v
-// whatever is written later: chunks never change.
+// whatever is written later: chunks never change, and the collector keeps
+// v's chunks until the stream is closed (see Reading), even if v is
+// removed meanwhile.
 func (s *Service) Open(ctx context.Context, v *meta.Version, off, n int64) (io.ReadCloser, int64, error) {
 	if n < 0 {
 		n = v.Size - off
@@ -314,7 +316,11 @@ func (s *Service) Open(ctx context.Context, v *meta.Version, off, n int64) (io.R
 	if err != nil {
 		return nil, 0, fmt.Errorf("version %s: %w", v.WireID(), err)
 	}
-	return data.NewReader(ctx, s.data, m, off, n), n, nil
+	h, err := s.hold(ctx, m)
+	if err != nil {
+		return nil, 0, fmt.Errorf("version %s: %w", v.WireID(), err)
+	}
+	return &heldBody{ReadCloser: data.NewReader(ctx, s.data, m, off, n), hold: h}, n, nil
 }
 
 // DeleteResult says what a DELETE did, as S3 reports it.
