@@ -39,10 +39,10 @@ type draft struct {
 	refs int // handles using the draft; guarded by the file node's mutex
 
 	mu     sync.Mutex
-	base   *meta.Version // nil for a file not committed yet
+	base   *meta.Version  // nil for a file not committed yet
 	baseR  *object.Reader // holds the base's chunks against the collector
-	stage  *os.File // nil until needed
-	stream *stream  // the file's bytes so far, while they are streamed
+	stage  *os.File       // nil until needed
+	stream *stream        // the file's bytes so far, while they are streamed
 	// broken is why the draft's bytes are lost: a stream that failed.
 	broken error
 	dirty  extents
