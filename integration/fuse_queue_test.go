@@ -278,11 +278,12 @@ type mountProcess struct {
 	dir string
 }
 
-// startMount runs `stratafs mount bkt dir` on dataDir and waits until it
-// serves.
-func startMount(t *testing.T, bin, dataDir, dir string) *mountProcess {
+// startMount runs `stratafs mount [flags] bkt dir` on dataDir and waits
+// until it serves.
+func startMount(t *testing.T, bin, dataDir, dir string, flags ...string) *mountProcess {
 	t.Helper()
-	cmd := exec.Command(bin, "--data-dir", dataDir, "mount", "bkt", dir)
+	args := append(append([]string{"--data-dir", dataDir, "mount"}, flags...), "bkt", dir)
+	cmd := exec.Command(bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

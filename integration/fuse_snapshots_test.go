@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/md5"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -375,29 +373,14 @@ func TestFUSESnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	instant := at[last].In(east).Format(time.RFC3339Nano)
-	cmd := exec.Command(bin, "--data-dir", base, "mount", "--as-of", instant, "bkt", asOf)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &mountProcess{cmd: cmd, dir: asOf}
-	t.Cleanup(p.kill)
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if !strings.HasPrefix(line, "mounted bucket bkt") {
-		t.Fatalf("stratafs mount --as-of printed %q, %v", line, err)
-	}
-	go io.Copy(io.Discard, out)
+	p := startMount(t, bin, base, asOf, "--as-of", instant)
 	check("mount --as-of "+instant, asOf, steps[last])
 	fuseWantErrno(t, "create in mount --as-of", os.WriteFile(filepath.Join(asOf, "new"), nil, 0o644), syscall.EROFS)
 	fuseWantErrno(t, "unlink in mount --as-of", os.Remove(filepath.Join(asOf, file)), syscall.EROFS)
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
+	if err := p.cmd.Wait(); err != nil {
 		t.Errorf("stratafs mount --as-of after SIGTERM: %v", err)
 	}
 }
