@@ -51,6 +51,13 @@ func (h *Handler) copyObject(w http.ResponseWriter, q *request) error {
 		return err
 	}
 	pre := readPreconditions(hdr, "X-Amz-Copy-Source-")
+	var sumAlg checksumAlg
+	if name := hdr.Get("X-Amz-Checksum-Algorithm"); name != "" {
+		var ok bool
+		if sumAlg, ok = checksumByName(name); !ok {
+			return errInvalidRequest.with("Value for x-amz-checksum-algorithm header is invalid.")
+		}
+	}
 	var src *meta.Version
 	opts := object.CopyOptions{SrcVersionID: srcVersion, Owner: q.owner, Check: check}
 	if directive == "REPLACE" || newClass {
@@ -60,6 +67,11 @@ func (h *Handler) copyObject(w http.ResponseWriter, q *request) error {
 		src = s
 		if pre.evaluate(s) != 0 {
 			return errPreconditionFailed
+		}
+		// The copy shares the source's bytes and sums; a sum the source
+		// lacks would mean reading every byte.
+		if v := s.Checksums[sumAlg.name]; sumAlg.name != "" && (v == "" || sumType(v) != typeFullObject) {
+			return errNotImplemented.with("A copy computing a new %s checksum is not implemented: the source has no %[1]s checksum of its whole bytes.", sumAlg.name)
 		}
 		if opts.Replace != nil {
 			*opts.Replace = copyAttrs(s, attrs, directive == "REPLACE")
