@@ -105,9 +105,10 @@ func (f *fsys) stat(ctx context.Context, prefix, key string) (object.Node, error
 	return object.Node{File: p.files[key]}, nil
 }
 
-// find returns the most recent walk in the directory of prefix that is
-// behind key, or nil, and its page if that covers key and was read by
-// a count of commits and after a time still current; mu is held.
+// find returns the walk in the directory of prefix that is closest
+// behind key (threads walking parts of one directory each follow their
+// own), or nil, and its page if that covers key and was read by a count
+// of commits and after a time still current; mu is held.
 func (a *lookahead) find(prefix, key string, commits uint64, since time.Time) (*walk, *page) {
 	var best *walk
 	for i := len(a.walks) - 1; i >= 0; i-- {
@@ -123,7 +124,7 @@ func (a *lookahead) find(prefix, key string, commits uint64, since time.Time) (*
 			a.touch(i)
 			return w, p
 		}
-		if best == nil && w.last < key {
+		if w.last < key && (best == nil || w.last > best.last) {
 			best = w
 		}
 	}
