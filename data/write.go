@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/md5"
 	"fmt"
+	"hash"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -55,8 +57,9 @@ type WriteResult struct {
 }
 
 // Write stores the body r as chunks and returns its manifest, size and
-// MD5. It streams: reading and hashing the next chunk overlaps the Puts of
-// the previous ones, and it never holds more than three chunk buffers.
+// MD5. It streams: reading the next chunk overlaps hashing the previous
+// one (on another core) and the Puts of those before, and it never holds
+// more than three chunk buffers.
 // When Write returns nil every chunk is durable, so a version row may name
 // them. On error it returns after every Put it started has finished,
 // having deleted (best effort) the chunks it wrote.
@@ -85,6 +88,8 @@ func Write(ctx context.Context, s Store, r io.Reader, o WriteOptions) (*WriteRes
 	}
 	p := newPutter(ctx, s)
 	defer p.cancel(nil)
+	hs := newHasher(h, p)
+	defer hs.close()
 	for {
 		buf, err := p.acquire(o.ChunkSize)
 		if err != nil {
@@ -99,12 +104,11 @@ func Write(ctx context.Context, s Store, r io.Reader, o WriteOptions) (*WriteRes
 			p.release(buf)
 			return nil, p.fail(fmt.Errorf("reading body: %w", err))
 		}
-		h.Write((*buf)[:n])
 		m.Size += int64(n)
 		switch {
 		case n > 0 && zero((*buf)[:n]):
 			// Stored nowhere: a hole (sparse files, zero-filled images).
-			p.release(buf)
+			hs.hash(buf, n, 1)
 			if k := len(m.Chunks) - 1; k >= 0 && m.Chunks[k].Hole() {
 				m.Chunks[k].Length += int64(n)
 			} else {
@@ -113,7 +117,8 @@ func Write(ctx context.Context, s Store, r io.Reader, o WriteOptions) (*WriteRes
 		case n > 0:
 			id := NewChunkID()
 			m.Chunks = append(m.Chunks, &Chunk{Id: id[:], Length: int64(n)})
-			p.put(id, buf, n)
+			u := hs.hash(buf, n, 2)
+			p.put(id, buf, n, u.done)
 		default:
 			p.release(buf)
 		}
@@ -121,12 +126,67 @@ func Write(ctx context.Context, s Store, r io.Reader, o WriteOptions) (*WriteRes
 			break
 		}
 	}
+	hs.close()
 	if err := p.wait(); err != nil {
 		return nil, err
 	}
 	w := &WriteResult{Manifest: m, Size: m.Size}
 	h.Sum(w.MD5[:0])
 	return w, nil
+}
+
+// A hasher feeds chunk buffers, in order, to a hash in a goroutine of its
+// own, so that hashing one chunk overlaps reading the next.
+type hasher struct {
+	p    *putter
+	in   chan *use
+	done chan struct{}
+}
+
+// A use is a chunk buffer shared by the hasher and a Put: the last of
+// them to be done with it gives it back.
+type use struct {
+	buf  *[]byte
+	n    int
+	refs atomic.Int32
+	p    *putter
+}
+
+func (u *use) done() {
+	if u.refs.Add(-1) == 0 {
+		u.p.release(u.buf)
+	}
+}
+
+func newHasher(h hash.Hash, p *putter) *hasher {
+	in := make(chan *use, window)
+	hs := &hasher{p: p, in: in, done: make(chan struct{})}
+	go func() {
+		defer close(hs.done)
+		for u := range in {
+			h.Write((*u.buf)[:u.n])
+			u.done()
+		}
+	}()
+	return hs
+}
+
+// hash queues the first n bytes of buf, which refs users (the hasher
+// among them) will be done with.
+func (hs *hasher) hash(buf *[]byte, n int, refs int32) *use {
+	u := &use{buf: buf, n: n, p: hs.p}
+	u.refs.Store(refs)
+	hs.in <- u
+	return u
+}
+
+// close waits until everything queued is hashed; it may be called again.
+func (hs *hasher) close() {
+	if hs.in != nil {
+		close(hs.in)
+		hs.in = nil
+	}
+	<-hs.done
 }
 
 // zeroPage is compared against to find chunks of zeros.
@@ -197,13 +257,13 @@ func (p *putter) release(buf *[]byte) {
 }
 
 // put stores the first n bytes of buf as chunk id in the background, then
-// releases buf.
-func (p *putter) put(id ChunkID, buf *[]byte, n int) {
+// calls done.
+func (p *putter) put(id ChunkID, buf *[]byte, n int, done func()) {
 	p.ids = append(p.ids, id)
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		defer p.release(buf)
+		defer done()
 		if err := p.s.Put(p.ctx, id, (*buf)[:n]); err != nil {
 			p.cancel(err)
 		}
