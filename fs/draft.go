@@ -440,9 +440,9 @@ func (d *draft) commit(ctx context.Context, key string, last *change, failed fun
 			})
 		case d.keep == 0:
 			a.Checksums = nil
-			body, err := d.body()
-			if err != nil {
-				return err
+			body, berr := d.body()
+			if berr != nil {
+				return berr
 			}
 			v, err = s.Put(ctx, f.bucket, key, body, object.PutOptions{Attrs: a, Size: d.size})
 		default:
