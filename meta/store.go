@@ -46,6 +46,7 @@ type Store interface {
 	AccessKeys
 	Leases
 	Orphans
+	Ledger
 
 	Close() error
 }

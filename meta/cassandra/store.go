@@ -311,6 +311,7 @@ var schema = []table{
 		{"bucket_id", "bigint"}, {"shard", "int"}, {"kind", "tinyint"}, {"key", "blob"}, {"upload_id", "blob"}, {"part", "int"},
 		{"data", "blob"}, {"state", "tinyint"},
 	}, "((bucket_id, shard), kind, key, upload_id, part)"},
+	{"condemned_chunks", [][2]string{{"ns", "text"}, {"shard", "int"}, {"chunk", "blob"}, {"data", "blob"}}, "((ns, shard), chunk)"}, // ledger.go
 }
 
 // ensureSchema creates what is missing of the keyspace and its tables.

@@ -23,6 +23,7 @@ import (
 //	P bid key upload n     → MarshalPart: n is the part number, 4 bytes big-endian
 //	A id                   → MarshalAccessKey
 //	L name                 → MarshalLease: named leases (the collector's)
+//	K chunk                → MarshalCondemned: the collector's ledger (ledger.go)
 //
 // Parts are entries of their own, not fields of the upload record, so
 // uploading a part writes only that part, whatever the upload holds.

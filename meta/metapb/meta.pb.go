@@ -843,6 +843,52 @@ func (x *Lease) GetExpiresUnixNanos() int64 {
 	return 0
 }
 
+// A chunk the collector condemned (meta.Condemned); the chunk's id is the
+// record's key.
+type Condemned struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SinceUnixNanos *int64                 `protobuf:"varint,1,opt,name=since_unix_nanos,json=sinceUnixNanos,proto3,oneof" json:"since_unix_nanos,omitempty"` // unset for the zero time
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Condemned) Reset() {
+	*x = Condemned{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Condemned) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Condemned) ProtoMessage() {}
+
+func (x *Condemned) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Condemned.ProtoReflect.Descriptor instead.
+func (*Condemned) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Condemned) GetSinceUnixNanos() int64 {
+	if x != nil && x.SinceUnixNanos != nil {
+		return *x.SinceUnixNanos
+	}
+	return 0
+}
+
 var File_meta_metapb_meta_proto protoreflect.FileDescriptor
 
 const file_meta_metapb_meta_proto_rawDesc = "" +
@@ -935,7 +981,10 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x121\n" +
 	"\x12expires_unix_nanos\x18\x03 \x01(\x03H\x00R\x10expiresUnixNanos\x88\x01\x01B\x15\n" +
-	"\x13_expires_unix_nanosB*Z(github.com/stratafs/stratafs/meta/metapbb\x06proto3"
+	"\x13_expires_unix_nanos\"O\n" +
+	"\tCondemned\x12-\n" +
+	"\x10since_unix_nanos\x18\x01 \x01(\x03H\x00R\x0esinceUnixNanos\x88\x01\x01B\x13\n" +
+	"\x11_since_unix_nanosB*Z(github.com/stratafs/stratafs/meta/metapbb\x06proto3"
 
 var (
 	file_meta_metapb_meta_proto_rawDescOnce sync.Once
@@ -949,7 +998,7 @@ func file_meta_metapb_meta_proto_rawDescGZIP() []byte {
 	return file_meta_metapb_meta_proto_rawDescData
 }
 
-var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_meta_metapb_meta_proto_goTypes = []any{
 	(*Bucket)(nil),        // 0: stratafs.meta.Bucket
 	(*LifecycleRule)(nil), // 1: stratafs.meta.LifecycleRule
@@ -960,18 +1009,19 @@ var file_meta_metapb_meta_proto_goTypes = []any{
 	(*Part)(nil),          // 6: stratafs.meta.Part
 	(*AccessKey)(nil),     // 7: stratafs.meta.AccessKey
 	(*Lease)(nil),         // 8: stratafs.meta.Lease
-	nil,                   // 9: stratafs.meta.Version.UserMetaEntry
-	nil,                   // 10: stratafs.meta.Version.ChecksumsEntry
-	nil,                   // 11: stratafs.meta.Part.ChecksumsEntry
+	(*Condemned)(nil),     // 9: stratafs.meta.Condemned
+	nil,                   // 10: stratafs.meta.Version.UserMetaEntry
+	nil,                   // 11: stratafs.meta.Version.ChecksumsEntry
+	nil,                   // 12: stratafs.meta.Part.ChecksumsEntry
 }
 var file_meta_metapb_meta_proto_depIdxs = []int32{
 	1,  // 0: stratafs.meta.Bucket.lifecycle:type_name -> stratafs.meta.LifecycleRule
 	3,  // 1: stratafs.meta.Version.content:type_name -> stratafs.meta.Content
-	9,  // 2: stratafs.meta.Version.user_meta:type_name -> stratafs.meta.Version.UserMetaEntry
+	10, // 2: stratafs.meta.Version.user_meta:type_name -> stratafs.meta.Version.UserMetaEntry
 	4,  // 3: stratafs.meta.Version.posix:type_name -> stratafs.meta.Posix
-	10, // 4: stratafs.meta.Version.checksums:type_name -> stratafs.meta.Version.ChecksumsEntry
+	11, // 4: stratafs.meta.Version.checksums:type_name -> stratafs.meta.Version.ChecksumsEntry
 	2,  // 5: stratafs.meta.Upload.template:type_name -> stratafs.meta.Version
-	11, // 6: stratafs.meta.Part.checksums:type_name -> stratafs.meta.Part.ChecksumsEntry
+	12, // 6: stratafs.meta.Part.checksums:type_name -> stratafs.meta.Part.ChecksumsEntry
 	7,  // [7:7] is the sub-list for method output_type
 	7,  // [7:7] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
@@ -990,13 +1040,14 @@ func file_meta_metapb_meta_proto_init() {
 	file_meta_metapb_meta_proto_msgTypes[6].OneofWrappers = []any{}
 	file_meta_metapb_meta_proto_msgTypes[7].OneofWrappers = []any{}
 	file_meta_metapb_meta_proto_msgTypes[8].OneofWrappers = []any{}
+	file_meta_metapb_meta_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_metapb_meta_proto_rawDesc), len(file_meta_metapb_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -85,6 +85,8 @@ var cases = []struct {
 	{"Leases/Release", testLeasesRelease},
 	{"Leases/Race", testLeasesRace},
 	{"Orphans/None", testOrphansNone},
+	{"Ledger", testLedger},
+	{"Ledger/Many", testLedgerMany},
 }
 
 // A subcase runs on a fixture shared with the other subcases of its case.
