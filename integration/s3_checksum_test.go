@@ -107,6 +107,10 @@ func TestS3MultipartChecksums(t *testing.T) {
 			head := must(c.c.HeadObject(c.ctx, &awss3.HeadObjectInput{Bucket: aws.String("sums"), Key: &key, ChecksumMode: s3types.ChecksumModeEnabled}))
 			eq(t, "stored sum", aws.ToString(tt.get(head)), tt.want)
 			eq(t, "stored sum type", head.ChecksumType, wantType)
+			list := must(c.c.ListObjectsV2(c.ctx, &awss3.ListObjectsV2Input{Bucket: aws.String("sums"), Prefix: &key}))
+			eq(t, "listed", len(list.Contents), 1)
+			eq(t, "listed algorithm", fmt.Sprint(list.Contents[0].ChecksumAlgorithm), fmt.Sprint([]s3types.ChecksumAlgorithm{tt.alg}))
+			eq(t, "listed sum type", list.Contents[0].ChecksumType, wantType)
 			// The SDK checks a whole-object sum against the bytes it reads.
 			out := must(c.c.GetObject(c.ctx, &awss3.GetObjectInput{Bucket: aws.String("sums"), Key: &key, ChecksumMode: s3types.ChecksumModeEnabled}))
 			if got := must(readAll(out)); !bytes.Equal(got, whole) {

@@ -71,6 +71,7 @@ type objectEntry struct {
 	StorageClass      string `xml:",omitempty"`
 	Owner             *Owner `xml:",omitempty"`
 	ChecksumAlgorithm []string
+	ChecksumType      string `xml:",omitempty"`
 }
 
 type commonPrefix struct {
@@ -263,8 +264,11 @@ func entry(name string, v *meta.Version, latest *bool, owner func(string) *Owner
 	size := v.Size
 	e.ETag, e.Size, e.StorageClass = `"`+v.ETag+`"`, &size, storageClass(v)
 	for _, a := range checksumAlgs {
-		if _, ok := v.Checksums[a.name]; ok {
+		if sum, ok := v.Checksums[a.name]; ok {
 			e.ChecksumAlgorithm = append(e.ChecksumAlgorithm, a.name)
+			if sum != "" {
+				e.ChecksumType = sumType(sum)
+			}
 		}
 	}
 	return e
