@@ -199,6 +199,21 @@ func (f *fixture) collect(o gc.Options) *gc.Stats {
 	return st
 }
 
+// reclaim runs the collector twice, the grace period apart by the
+// Service's clock: the first run condemns the chunks it finds
+// unreferenced past the grace period, the second deletes them. It
+// returns the second run's counts.
+func (f *fixture) reclaim(o gc.Options) *gc.Stats {
+	f.t.Helper()
+	f.collect(o)
+	grace := o.Grace
+	if grace == 0 {
+		grace = gc.DefaultGrace
+	}
+	f.clock.set(f.clock.Now().Add(grace))
+	return f.collect(o)
+}
+
 // chunks returns the ids in the chunk store.
 func (f *fixture) chunks() map[data.ChunkID]bool {
 	f.t.Helper()
@@ -264,6 +279,6 @@ func (f *fixture) expectBody(bucket, key, version, name string) {
 }
 
 func (f *fixture) stats(st *gc.Stats) string {
-	return fmt.Sprintf("current %d noncurrent %d markers %d aborted %d dropped %d reclaimed %d",
-		st.CurrentExpired, st.NoncurrentExpired, st.MarkersRemoved, st.UploadsAborted, st.UploadsDropped, st.Reclaimed)
+	return fmt.Sprintf("current %d noncurrent %d markers %d aborted %d dropped %d condemned %d reclaimed %d",
+		st.CurrentExpired, st.NoncurrentExpired, st.MarkersRemoved, st.UploadsAborted, st.UploadsDropped, st.Condemned, st.Reclaimed)
 }

@@ -13,15 +13,17 @@ import (
 
 // FsckOptions tune Fsck.
 type FsckOptions struct {
-	// Repair deletes orphan chunks older than Grace (DefaultGrace when
-	// 0), under the collector's lease, as a run of the collector would.
-	// Rows that name missing chunks are reported, never changed.
+	// Repair condemns orphan chunks older than Grace (DefaultGrace when
+	// 0) and deletes those condemned at least Grace before, under the
+	// collector's lease, as a run of the collector would. Rows that name
+	// missing chunks are reported, never changed.
 	Repair bool
 	Grace  time.Duration
 	// Missing, if set, is told of every reference to a chunk that is
 	// absent, shorter than its manifest says or unreadable.
 	Missing func(Missing)
-	// Orphan, if set, is told of every chunk nothing references.
+	// Orphan, if set, is told of every chunk nothing references; of those
+	// older than the grace period once the run decided on them.
 	Orphan   func(Orphan)
 	Progress func(Progress)
 	Holder   string
@@ -48,7 +50,7 @@ type Missing struct {
 // chunks nothing references. A row found damaged is read again before it
 // is reported, so one removed while the check ran is not. It reports
 // through o's callbacks and returns the counts (Missing and Damaged,
-// Unreferenced, Reclaimed: what Repair removed or would remove). An
+// Unreferenced, Condemned and Reclaimed: what Repair did or would do). An
 // unreadable manifest (Stats.Unreadable) turns Repair off: chunks it may
 // name must not be taken for orphans.
 func Fsck(ctx context.Context, svc *object.Service, o FsckOptions) (*Stats, error) {

@@ -34,7 +34,7 @@ func (f *fixture) fsck(repair bool) (*gc.Stats, []string) {
 			found = append(found, what+" "+where)
 		},
 		Orphan: func(o gc.Orphan) {
-			found = append(found, "orphan "+f.names[o.Chunk.String()]+map[bool]string{true: " collectable"}[o.Collectable])
+			found = append(found, "orphan "+f.names[o.Chunk.String()]+map[bool]string{true: " collectable"}[o.Collectable]+map[bool]string{true: " due"}[o.Due])
 		},
 	})
 	if err != nil {
@@ -89,16 +89,25 @@ func TestFsck(t *testing.T) {
 		"orphan old collectable", "orphan young", "short c@c1",
 	}, "\n")
 	st, found := f.fsck(false)
-	if strings.Join(found, "\n") != want || st.Missing != 4 || st.Damaged != 4 || st.Reclaimed != 1 {
+	if strings.Join(found, "\n") != want || st.Missing != 4 || st.Damaged != 4 || st.Condemned != 1 || st.Reclaimed != 0 {
 		t.Fatalf("fsck found\n%s\nwant\n%s\n(%+v)", strings.Join(found, "\n"), want, st)
 	}
 	if !f.chunks()[old] {
 		t.Fatal("fsck without repair removed an orphan")
 	}
 
-	// Repair removes the old orphan only, and leaves damaged rows be.
-	if st, found = f.fsck(true); strings.Join(found, "\n") != want || st.Reclaimed != 1 {
+	// Repair condemns the old orphan, removes it a grace period later,
+	// and leaves damaged rows and the young orphan be.
+	if st, found = f.fsck(true); strings.Join(found, "\n") != want || st.Condemned != 1 || st.Reclaimed != 0 || !f.chunks()[old] {
 		t.Fatalf("fsck --repair found %q (%+v)", found, st)
+	}
+	f.clock.set(f.clock.Now().Add(gc.DefaultGrace))
+	due := strings.Replace(want, "old collectable", "old collectable due", 1)
+	if st, found = f.fsck(false); strings.Join(found, "\n") != due || st.Reclaimed != 1 || !f.chunks()[old] {
+		t.Fatalf("fsck a grace period later found %q (%+v)", found, st)
+	}
+	if st, found = f.fsck(true); strings.Join(found, "\n") != due || st.Reclaimed != 1 {
+		t.Fatalf("fsck --repair a grace period later found %q (%+v)", found, st)
 	}
 	if left := f.chunks(); left[old] || !left[young] {
 		t.Fatalf("after repair: old orphan kept %v, young orphan kept %v", left[old], left[young])

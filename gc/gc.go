@@ -16,10 +16,27 @@
 // (object.Service.Expire), and the chunks of the rows that remain are
 // marked referenced. Uploads follow: stale ones are aborted, completed
 // ones' records dropped after a day, and the parts of the others marked.
-// Last, the sweep walks the chunk store and deletes every chunk that is
-// not marked and was written before the run's start minus the grace
+// Last, the sweep walks the chunk store and decides on every chunk that
+// is not marked and was written before the run's start minus the grace
 // period (default 1 h), so the chunks of a write still in flight, whose
 // row has not committed, are never taken.
+//
+// # Condemned, then executed
+//
+// A chunk found unreferenced is not deleted at once: it is condemned, in
+// the meta store's ledger (meta.Ledger), since the instant the sweep
+// began. A later run that finds it unreferenced again deletes it if it
+// was condemned at least the grace period before that run's sweep, and
+// drops its record; one that finds it referenced again (a copy, a
+// rename, a draft of the mount that shares it committed) pardons it. The
+// ledger is read a batch of swept chunks at a time and walked a page at a
+// time after the sweep, so it costs no memory per chunk either. Because
+// the ledger lives in the meta store, the guarantee holds whichever
+// gateway's collector runs (they take turns under the lease): a chunk is
+// deleted no sooner than the grace period after a run first found it
+// unreferenced, so a reader on any gateway that opened a version keeps
+// its chunks for at least the grace period after the version is removed.
+// The gateways' clocks must agree to well within the grace period.
 //
 // # Memory: a Bloom filter
 //
@@ -54,9 +71,13 @@
 // runs the collector shows it the chunks it references first (see
 // sweeper), so nothing this process writes can lose a chunk. Writers in
 // other processes on a shared meta store are covered for fresh chunks by
-// the grace period only: run the collector in the one process that
-// writes, or accept that a rename racing the walk in another gateway
-// could lose the renamed object's chunks (fsck reports it).
+// the grace period, and for shared ones by the ledger: a rename in
+// another gateway that races the walk only gets its chunks condemned,
+// and the next run, whose scan sees the renamed row, pardons them. What
+// is left is a row of another process that shares a chunk condemned a
+// grace period ago (a draft of a version removed that long before its
+// commit) committing behind the walk of the run that executes it: fsck
+// reports it.
 //
 // # Readers
 //
@@ -65,10 +86,11 @@
 // its chunks for as long as it stays open, even after its row is removed
 // (an overwrite in an unversioned bucket, a DELETE by version id, an
 // expiry): object.Service counts the open readers of every chunk
-// (Service.Reading) and the sweep skips those chunks. Opening a version
-// while a run is in progress shows its chunks to the run's guard first,
-// so an open that comes after the sweep took them fails at once rather
-// than mid-stream.
+// (Service.Reading) and the sweep neither condemns nor deletes those
+// chunks. Opening a version while a run is in progress shows its chunks
+// to the run's guard first, so an open that comes after the sweep took
+// them fails at once rather than mid-stream. A reader in another process
+// has the grace period after the removal (see above).
 package gc
 
 import (
@@ -109,9 +131,11 @@ type Options struct {
 	// DryRun changes nothing and reports what a run would do. It takes
 	// no lease.
 	DryRun bool
-	// Grace is how old an unreferenced chunk must be to be deleted
+	// Grace is how old an unreferenced chunk must be to be condemned,
+	// and how long it must then stay condemned before a run deletes it
 	// (DefaultGrace when 0): longer than any write takes between storing
-	// its chunks and committing its row.
+	// its chunks and committing its row, and the time a reader in another
+	// process has to finish a version removed under it.
 	Grace time.Duration
 	// CompletedUploads is how long the record of a completed multipart
 	// upload is kept, so that a repeated Complete gets the same answer
@@ -176,8 +200,14 @@ type Stats struct {
 	ChunkBytes        int64
 	Unreferenced      int64 // chunks nothing references, old or young
 	UnreferencedBytes int64
-	Reclaimed         int64 // unreferenced chunks past the grace period, deleted
-	ReclaimedBytes    int64
+	// Condemned counts the unreferenced chunks past the grace period that
+	// this run condemned (meta.Ledger); Reclaimed those it deleted, which
+	// a run at least the grace period before condemned; Pardoned the
+	// condemned chunks found referenced again.
+	Condemned      int64
+	Reclaimed      int64
+	ReclaimedBytes int64
+	Pardoned       int64
 
 	FilterBytes int // memory of the run's filters
 	Elapsed     time.Duration
@@ -346,22 +376,31 @@ func (r *run) manifest(man []byte, what func() string) *data.Manifest {
 	return m
 }
 
-// sweep walks the chunk store and deletes the unreferenced chunks older
-// than the cutoff (in a dry run, counts them), telling orphan, if set,
-// of every unreferenced chunk.
+// sweep walks the chunk store and decides on the unreferenced chunks
+// older than the cutoff (sweeper.collect): it condemns them, or deletes
+// those a run condemned a grace period ago; a dry run counts. orphan, if
+// set, is told of every unreferenced chunk. Then it settles the ledger.
 func (r *run) sweep(ctx context.Context, orphan func(Orphan)) error {
+	// Taken after the scan: a chunk it found unreferenced was so by now.
+	r.sw.since = r.svc.Now()
+	r.sw.due = r.sw.since.Add(-r.o.Grace)
 	var batch []chunk
 	flush := func() error {
-		gone := batch
-		if !r.o.DryRun {
-			var err error
-			if gone, err = r.sw.collect(ctx, batch); err != nil {
-				return fmt.Errorf("sweep: %w", err)
-			}
-		}
+		gone, condemned, err := r.sw.collect(ctx, batch, r.o.DryRun)
+		due := make(map[data.ChunkID]bool, len(gone))
 		for _, c := range gone {
 			r.st.Reclaimed++
 			r.st.ReclaimedBytes += c.size
+			due[c.id] = true
+		}
+		r.st.Condemned += int64(condemned)
+		if err != nil {
+			return fmt.Errorf("sweep: %w", err)
+		}
+		if orphan != nil {
+			for _, c := range batch {
+				orphan(Orphan{Chunk: c.id, Size: c.size, Modified: c.modified, Collectable: true, Due: due[c.id]})
+			}
 		}
 		batch = batch[:0]
 		return nil
@@ -376,14 +415,13 @@ func (r *run) sweep(ctx context.Context, orphan func(Orphan)) error {
 		}
 		r.st.Unreferenced++
 		r.st.UnreferencedBytes += size
-		old := modified.Before(r.cutoff)
-		if orphan != nil {
-			orphan(Orphan{Chunk: id, Size: size, Modified: modified, Collectable: old})
-		}
-		if !old {
+		if !modified.Before(r.cutoff) {
+			if orphan != nil {
+				orphan(Orphan{Chunk: id, Size: size, Modified: modified})
+			}
 			return nil
 		}
-		if batch = append(batch, chunk{id: id, size: size}); len(batch) == deleteBatch {
+		if batch = append(batch, chunk{id: id, size: size, modified: modified}); len(batch) == deleteBatch {
 			return flush()
 		}
 		return nil
@@ -391,12 +429,51 @@ func (r *run) sweep(ctx context.Context, orphan func(Orphan)) error {
 	if err == nil {
 		err = flush()
 	}
+	if err == nil && !r.o.DryRun {
+		err = r.settle(ctx)
+	}
 	r.report("sweep", "", "")
 	if err != nil {
 		return err
 	}
-	r.log.Info("collected", "chunks", r.st.Reclaimed, "bytes", r.st.ReclaimedBytes, "dry_run", r.o.DryRun)
+	r.log.Info("collected", "chunks", r.st.Reclaimed, "bytes", r.st.ReclaimedBytes,
+		"condemned", r.st.Condemned, "pardoned", r.st.Pardoned, "dry_run", r.o.DryRun)
 	return nil
+}
+
+// settle goes through the ledger once the walk is over, a page at a time:
+// it pardons the chunks found referenced again (a copy or an undelete
+// shares them) and drops the records that are overdue, which the walk
+// would have executed had their chunks been there and unused (the chunk
+// went some other way, or a reader of this process holds it: it is
+// condemned afresh when found unreferenced again).
+func (r *run) settle(ctx context.Context) error {
+	var after *[16]byte
+	for {
+		page, err := r.meta.ListCondemned(ctx, after, meta.MaxLedgerBatch)
+		if err != nil {
+			return fmt.Errorf("settle the ledger: %w", err)
+		}
+		var drop [][16]byte
+		for _, c := range page {
+			switch {
+			case r.sw.referenced(c.Chunk):
+				r.st.Pardoned++
+				drop = append(drop, c.Chunk)
+			case !c.Since.After(r.sw.due):
+				drop = append(drop, c.Chunk)
+			}
+		}
+		if len(drop) > 0 {
+			if err := r.meta.Pardon(ctx, drop); err != nil {
+				return fmt.Errorf("settle the ledger: %w", err)
+			}
+		}
+		if len(page) < meta.MaxLedgerBatch {
+			return nil
+		}
+		after = &page[len(page)-1].Chunk
+	}
 }
 
 // An Orphan is a chunk that no row and no upload part references.
@@ -405,6 +482,11 @@ type Orphan struct {
 	Size     int64
 	Modified time.Time
 	// Collectable is set when the chunk is older than the grace period:
-	// a younger one may belong to a write whose row has not committed.
+	// a younger one may belong to a write whose row has not committed. A
+	// collectable chunk is condemned, and deleted by a run the grace
+	// period later.
 	Collectable bool
+	// Due is set when a run condemned the chunk at least the grace period
+	// ago: this run deleted it (a dry run would have).
+	Due bool
 }

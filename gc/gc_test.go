@@ -44,9 +44,10 @@ func TestNoncurrentDays(t *testing.T) {
 	f.collect(gc.Options{})
 	f.expectRows("bkt", "k=v3 other=o1")
 
-	// Their chunks go once they are older than the grace period.
+	// Their chunks go once they are older than the grace period, and
+	// condemned for as long.
 	f.backdate(2 * time.Hour)
-	st := f.collect(gc.Options{})
+	st := f.reclaim(gc.Options{})
 	want := append(chunksOf(t, v3), chunksOf(t, o1)...)
 	if got := f.chunks(); len(got) != len(want) || st.Reclaimed != st.Unreferenced || st.Reclaimed == 0 {
 		t.Fatalf("%d chunks left (%s), want the %d of v3 and o1", len(got), f.stats(st), len(want))
@@ -214,7 +215,7 @@ func TestAbortIncompleteUploads(t *testing.T) {
 	// Once old, the aborted part's chunks go; the copied part's are the
 	// source's and stay, as do the young upload's.
 	f.backdate(2 * time.Hour)
-	f.collect(gc.Options{})
+	f.reclaim(gc.Options{})
 	left := f.chunks()
 	for _, id := range partChunks(t, p1) {
 		if left[id] {
@@ -250,7 +251,7 @@ func TestGraceKeepsYoungChunks(t *testing.T) {
 	if f.collect(gc.Options{}); !f.chunks()[orphan] {
 		t.Fatal("a chunk younger than the grace period was taken")
 	}
-	if f.collect(gc.Options{Grace: 58 * time.Minute}); f.chunks()[orphan] {
+	if f.reclaim(gc.Options{Grace: 58 * time.Minute}); f.chunks()[orphan] {
 		t.Fatal("a chunk older than a shorter grace period was kept")
 	}
 	f.expectBody("bkt", "k", "", "k1")
@@ -272,10 +273,21 @@ func TestDryRun(t *testing.T) {
 		t.Fatal("a dry run changed the bucket")
 	}
 	wet := f.collect(gc.Options{})
-	if f.stats(dry) != f.stats(wet) || wet.NoncurrentExpired != 2 || wet.MarkersRemoved != 1 || wet.Reclaimed == 0 {
+	if f.stats(dry) != f.stats(wet) || wet.NoncurrentExpired != 2 || wet.MarkersRemoved != 1 || wet.Condemned == 0 {
 		t.Fatalf("dry run: %s\n  real run: %s", f.stats(dry), f.stats(wet))
 	}
 	f.expectRows("bkt", "j=j2")
+	// A grace period later the condemned chunks go: the dry run says so.
+	f.at(5, 1)
+	chunks = len(f.chunks())
+	dry = f.collect(gc.Options{DryRun: true})
+	if len(f.chunks()) != chunks {
+		t.Fatal("a dry run deleted chunks")
+	}
+	wet = f.collect(gc.Options{})
+	if f.stats(dry) != f.stats(wet) || wet.Reclaimed != wet.Unreferenced || wet.Reclaimed == 0 || wet.Condemned != 0 {
+		t.Fatalf("dry run: %s\n  real run: %s", f.stats(dry), f.stats(wet))
+	}
 }
 
 func TestLease(t *testing.T) {

@@ -111,8 +111,12 @@ func orphanRun(t *testing.T, m meta.Store, forget func(m meta.Store, name string
 		t.Fatalf("the dry run removed %d chunks", chunks-n)
 	}
 	st, err = Run(ctx, svc, Options{Grace: time.Nanosecond})
-	if err != nil || st.OrphanBuckets < 1 || st.OrphanRecords == 0 {
-		t.Fatalf("run: %+v, %v; want the orphan bucket's records removed", st, err)
+	if err != nil || st.OrphanBuckets < 1 || st.OrphanRecords == 0 || st.Condemned != int64(chunks/2) {
+		t.Fatalf("run: %+v, %v; want the orphan bucket's records removed and its chunks condemned", st, err)
+	}
+	// The next run, more than the grace period later, takes the chunks.
+	if st, err = Run(ctx, svc, Options{Grace: time.Nanosecond}); err != nil {
+		t.Fatal(err)
 	}
 	if n := countChunks(t, d); n != chunks/2 || st.Reclaimed != int64(chunks/2) {
 		t.Fatalf("%d of %d chunks left, %d reclaimed; want the orphan's half gone", n, chunks, st.Reclaimed)

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/stratafs/stratafs/data"
+	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/object"
 )
 
@@ -33,7 +35,12 @@ import (
 // gone, and opening one shows the guard its chunks first.
 type sweeper struct {
 	data    data.Store
+	ledger  meta.Ledger
 	reading func(data.ChunkID) bool
+	// since is when the sweep began, by the Service's clock: what it
+	// condemns it condemns since then. due is since minus the grace
+	// period: a chunk condemned no later than due may be deleted.
+	since, due time.Time
 
 	mu   sync.Mutex
 	done sync.Cond // signalled when a batch has been deleted
@@ -48,6 +55,7 @@ func newSweeper(svc *object.Service, chunks int) *sweeper {
 	n := chunks + chunks/8
 	s := &sweeper{
 		data:     svc.Data(),
+		ledger:   svc.Meta(),
 		reading:  svc.Reading,
 		refs:     newFilter(n, falsePositive),
 		gone:     newFilter(n/4, falsePositive),
@@ -108,8 +116,9 @@ func exists(ctx context.Context, d data.Store, id data.ChunkID) error {
 
 // A chunk is a collectable entry of the chunk store's walk.
 type chunk struct {
-	id   data.ChunkID
-	size int64
+	id       data.ChunkID
+	size     int64
+	modified time.Time
 }
 
 // referenced reports whether the run found id referenced.
@@ -119,31 +128,72 @@ func (s *sweeper) referenced(id data.ChunkID) bool {
 	return s.refs.has(id)
 }
 
-// collect deletes the chunks of batch that are still unreferenced and
-// not being read, and returns those it deleted.
-func (s *sweeper) collect(ctx context.Context, batch []chunk) ([]chunk, error) {
+// collect decides on a batch of chunks the walk found unreferenced and
+// past the grace period, by the ledger (meta.Ledger): those still
+// unreferenced and not being read are deleted if a run condemned them by
+// s.due, condemned since s.since if no run did, and left alone if one
+// did later. It returns the chunks deleted and the number condemned; a
+// dry run changes nothing and returns what it would have done.
+func (s *sweeper) collect(ctx context.Context, batch []chunk, dry bool) (gone []chunk, condemned int, err error) {
+	ids := make([][16]byte, len(batch))
+	for i, c := range batch {
+		ids[i] = c.id
+	}
+	recs, err := s.ledger.Condemnations(ctx, ids)
+	if err != nil {
+		return nil, 0, err
+	}
+	since := make(map[data.ChunkID]time.Time, len(recs))
+	for _, c := range recs {
+		since[c.Chunk] = c.Since
+	}
 	var doomed []chunk
+	fresh := ids[:0]
 	s.mu.Lock()
 	for _, c := range batch {
-		if !s.refs.has(c.id) && !s.reading(c.id) {
-			s.gone.add(c.id)
-			s.deleting[c.id] = true
+		if s.refs.has(c.id) || s.reading(c.id) {
+			continue
+		}
+		switch t, ok := since[c.id]; {
+		case !ok:
+			fresh = append(fresh, c.id)
+		case !t.After(s.due):
+			if !dry {
+				s.gone.add(c.id)
+				s.deleting[c.id] = true
+			}
 			doomed = append(doomed, c)
 		}
 	}
 	s.mu.Unlock()
+	if dry {
+		return doomed, len(fresh), nil
+	}
 	defer func() {
 		s.mu.Lock()
 		clear(s.deleting)
 		s.done.Broadcast()
 		s.mu.Unlock()
 	}()
-	for i, c := range doomed {
-		if err := s.data.Delete(ctx, c.id); err != nil {
-			return doomed[:i], err
+	if len(fresh) > 0 {
+		if err := s.ledger.Condemn(ctx, s.since, fresh); err != nil {
+			return nil, 0, err
 		}
 	}
-	return doomed, nil
+	executed := make([][16]byte, 0, len(doomed))
+	for _, c := range doomed {
+		if err = s.data.Delete(ctx, c.id); err != nil {
+			break
+		}
+		executed = append(executed, c.id)
+	}
+	// A record left by a failure here is overdue: settle drops it.
+	if len(executed) > 0 {
+		if perr := s.ledger.Pardon(ctx, executed); err == nil {
+			err = perr
+		}
+	}
+	return doomed[:len(executed)], len(fresh), err
 }
 
 // guard installs the sweeper as a guard of svc's commits until the

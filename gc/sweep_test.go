@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/data/local"
@@ -78,14 +79,21 @@ func TestSweeperGuard(t *testing.T) {
 		}
 		return id
 	}
-	s := newSweeper(object.New(mem.New(), d, object.Options{}), 10)
+	m := mem.New()
+	s := newSweeper(object.New(m, d, object.Options{}), 10)
 	pinned, doomed := put(), put()
+	// Both condemned an hour before the sweep, which may delete them.
+	s.since = time.Now()
+	s.due = s.since.Add(-time.Hour)
+	if err := m.Condemn(ctx, s.due, [][16]byte{pinned, doomed}); err != nil {
+		t.Fatal(err)
+	}
 
 	// Pinned first: the sweep keeps it.
 	if err := s.pin(ctx, []data.ChunkID{pinned}); err != nil {
 		t.Fatal(err)
 	}
-	gone, err := s.collect(ctx, []chunk{{id: pinned}, {id: doomed}})
+	gone, _, err := s.collect(ctx, []chunk{{id: pinned}, {id: doomed}}, false)
 	if err != nil || len(gone) != 1 || gone[0].id != doomed {
 		t.Fatalf("collect = %v, %v; want only the unpinned chunk", gone, err)
 	}

@@ -23,7 +23,7 @@ func runGC(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("gc", flag.ContinueOnError)
 	dry := fs.Bool("dry-run", false, "report what a collection would do and change nothing")
 	bucket := fs.String("bucket", "", "apply only this bucket's retention rules (chunks are swept across all buckets)")
-	grace := fs.Duration("grace", gc.DefaultGrace, "how old an unreferenced chunk must be to be deleted")
+	grace := fs.Duration("grace", gc.DefaultGrace, "how old an unreferenced chunk must be to be condemned, and how long condemned before a later run deletes it")
 	if _, err := e.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -50,8 +50,8 @@ func runGC(ctx context.Context, e *env, args []string) error {
 // runFsck checks that every row's chunks exist and finds orphan chunks.
 func runFsck(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("fsck", flag.ContinueOnError)
-	repair := fs.Bool("repair", false, "delete orphan chunks older than the grace period (rows naming missing chunks are only reported)")
-	grace := fs.Duration("grace", gc.DefaultGrace, "how old an orphan chunk must be to be deleted by --repair")
+	repair := fs.Bool("repair", false, "condemn orphan chunks older than the grace period and delete those condemned as long ago (rows naming missing chunks are only reported)")
+	grace := fs.Duration("grace", gc.DefaultGrace, "how old an orphan chunk must be to be condemned by --repair, and how long condemned to be deleted")
 	if _, err := e.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -76,10 +76,14 @@ func runFsck(ctx context.Context, e *env, args []string) error {
 				p.clear()
 				fate := "kept: younger than the grace period"
 				switch {
-				case o.Collectable && *repair:
+				case o.Due && *repair:
 					fate = "removed"
-				case o.Collectable:
+				case o.Due:
 					fate = "removable"
+				case o.Collectable && *repair:
+					fate = "condemned: removed by a run the grace period from now"
+				case o.Collectable:
+					fate = "condemnable"
 				}
 				fmt.Fprintf(tw, "orphan\t%s\t%s\t%s\t%s\n", o.Chunk, bytesize(o.Size), o.Modified.UTC().Format(time.RFC3339), fate)
 			},
@@ -99,8 +103,8 @@ func runFsck(ctx context.Context, e *env, args []string) error {
 		if *repair && st.Unreadable == 0 {
 			fate = "removed"
 		}
-		fmt.Fprintf(e.stdout, "%d orphan chunks (%s), %d of them %s (%s)\n", st.Unreferenced, bytesize(st.UnreferencedBytes),
-			st.Reclaimed, fate, bytesize(st.ReclaimedBytes))
+		fmt.Fprintf(e.stdout, "%d orphan chunks (%s), %d of them %s (%s), %d %s\n", st.Unreferenced, bytesize(st.UnreferencedBytes),
+			st.Reclaimed, fate, bytesize(st.ReclaimedBytes), st.Condemned, condemnVerb(!*repair))
 		var problems []string
 		if st.Missing > 0 {
 			problems = append(problems, fmt.Sprintf("%d rows or parts name %d missing chunks", st.Damaged, st.Missing))
@@ -130,12 +134,24 @@ func printSummary(w io.Writer, st *gc.Stats, dry bool) {
 	if st.OrphanBuckets > 0 {
 		fmt.Fprintf(w, "deleted buckets still holding records: %d, %d records removed\n", st.OrphanBuckets, st.OrphanRecords)
 	}
-	fmt.Fprintf(w, "chunks: %d (%s), %d unreferenced, %d %s (%s)\n", st.Chunks, bytesize(st.ChunkBytes),
-		st.Unreferenced, st.Reclaimed, verb, bytesize(st.ReclaimedBytes))
+	fmt.Fprintf(w, "chunks: %d (%s), %d unreferenced, %d %s (%s), %d %s, %d pardoned\n", st.Chunks, bytesize(st.ChunkBytes),
+		st.Unreferenced, st.Reclaimed, verb, bytesize(st.ReclaimedBytes), st.Condemned, condemnVerb(dry), st.Pardoned)
+	if st.Condemned > 0 {
+		fmt.Fprintln(w, "condemned chunks are deleted by the first run at least the grace period later that finds them still unreferenced")
+	}
 	fmt.Fprintf(w, "read %d rows and %d upload parts of %d buckets in %v\n", st.Rows, st.Parts, st.Buckets, st.Elapsed.Round(time.Millisecond))
 	if dry {
 		fmt.Fprintln(w, "dry run: nothing was changed")
 	}
+}
+
+// condemnVerb says what happens to chunks condemned by a run, or by a
+// dry run.
+func condemnVerb(dry bool) string {
+	if dry {
+		return "to condemn"
+	}
+	return "condemned"
 }
 
 // warnings logs the collector's warnings and errors on w.
@@ -173,8 +189,8 @@ func (p *progress) show(pr gc.Progress) {
 		line = fmt.Sprintf("scan %s at %q: %d rows, %d expired, %d uploads aborted",
 			pr.Bucket, pr.Key, pr.Rows, pr.CurrentExpired+pr.NoncurrentExpired+pr.MarkersRemoved, pr.UploadsAborted)
 	default:
-		line = fmt.Sprintf("sweep: %d chunks, %d unreferenced, %d reclaimed (%s)",
-			pr.Chunks, pr.Unreferenced, pr.Reclaimed, bytesize(pr.ReclaimedBytes))
+		line = fmt.Sprintf("sweep: %d chunks, %d unreferenced, %d condemned, %d reclaimed (%s)",
+			pr.Chunks, pr.Unreferenced, pr.Condemned, pr.Reclaimed, bytesize(pr.ReclaimedBytes))
 	}
 	line += fmt.Sprintf(" [%v]", pr.Elapsed.Round(time.Second))
 	fmt.Fprintf(p.w, "\r%-*s", p.width, line)

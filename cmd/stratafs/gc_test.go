@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCLIRetention(t *testing.T) {
@@ -67,7 +68,6 @@ func TestCLIGCAndFsck(t *testing.T) {
 		t.Fatalf("fsck:\n%s", got)
 	}
 
-	// Lose a chunk of docs/a: fsck names the row and fails.
 	var chunks []string
 	filepath.WalkDir(filepath.Join(c.dir, "chunks"), func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
@@ -75,6 +75,22 @@ func TestCLIGCAndFsck(t *testing.T) {
 		}
 		return err
 	})
+	// Once old, docs/b's chunk is condemned by one run and deleted by the
+	// next one a grace period later.
+	old := time.Now().Add(-2 * time.Hour)
+	for _, p := range chunks {
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.ok("", "gc", "--grace", "1ms"); !strings.Contains(got, "0 reclaimed") || !strings.Contains(got, "1 condemned") {
+		t.Fatalf("gc of an old unreferenced chunk:\n%s", got)
+	}
+	if got := c.ok("", "gc", "--grace", "1ms"); !strings.Contains(got, "1 reclaimed") || !strings.Contains(got, "0 condemned") {
+		t.Fatalf("gc of a condemned chunk:\n%s", got)
+	}
+
+	// Lose a chunk of docs/a: fsck names the row and fails.
 	for _, p := range chunks {
 		os.Remove(p)
 	}
