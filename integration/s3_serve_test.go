@@ -282,7 +282,7 @@ func TestServeCollector(t *testing.T) {
 	}
 	bin := buildStratafs(t)
 	dataDir := t.TempDir()
-	p := startServe(t, bin, dataDir, "--metrics-listen", "127.0.0.1:0", "--gc-interval", "200ms")
+	p := startServe(t, bin, dataDir, "--metrics-listen", "127.0.0.1:0", "--gc-interval", "200ms", "--gc-grace", "1ms")
 	creds := exported(t, strings.Join(p.stdout, "\n"))
 	srv := &s3Server{url: p.endpoint, tr: &http.Transport{}}
 	c := s3Test{t: t, ctx: context.Background(), c: srv.client(true, func(o *awss3.Options) {
@@ -298,9 +298,14 @@ func TestServeCollector(t *testing.T) {
 	c.del("collected", "k", *v.VersionId)
 	noErr(t, c.putLifecycle("collected", s3types.LifecycleRule{ID: aws.String("markers"), Status: s3types.ExpirationStatusEnabled,
 		Filter: &s3types.LifecycleRuleFilter{}, Expiration: &s3types.LifecycleExpiration{ExpiredObjectDeleteMarker: aws.Bool(true)}}))
-	for deadline := time.Now().Add(10 * time.Second); len(c.versions("collected", 1000)) > 0; time.Sleep(50 * time.Millisecond) {
+	// A chunked version deleted by its id: a run condemns its chunk, a
+	// later one (past the 1 ms grace period) reclaims it.
+	big := c.put("collected", "big", bytes.Repeat([]byte("chunked "), 1<<17))
+	c.del("collected", "big", *big.VersionId)
+	reclaimed := regexp.MustCompile(`(?m)^stratafs_gc_reclaimed_bytes_total [1-9]`)
+	for deadline := time.Now().Add(10 * time.Second); len(c.versions("collected", 1000)) > 0 || !reclaimed.MatchString(p.metrics(t)); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the marker is still there: %q", c.versions("collected", 1000))
+			t.Fatalf("the marker is still there (%q) or no bytes were reclaimed:\n%s", c.versions("collected", 1000), p.metrics(t))
 		}
 	}
 	body := p.metrics(t)
@@ -308,6 +313,12 @@ func TestServeCollector(t *testing.T) {
 		regexp.MustCompile(`(?m)^stratafs_gc_runs_total\{outcome="completed"\} [1-9]`),
 		regexp.MustCompile(`(?m)^stratafs_gc_delete_markers_removed_total 1$`),
 		regexp.MustCompile(`(?m)^stratafs_gc_last_run_duration_seconds [0-9.e-]+$`),
+		regexp.MustCompile(`(?m)^stratafs_gc_chunks_condemned_total [1-9]`),
+		regexp.MustCompile(`(?m)^stratafs_gc_chunks_reclaimed_total [1-9]`),
+		// Progress: the phase of the run in progress (or idle), what it read.
+		regexp.MustCompile(`(?m)^stratafs_gc_run_phase\{phase="(count|scan|orphans|sweep|idle)"\} 1$`),
+		regexp.MustCompile(`(?m)^stratafs_gc_run_rows_read [0-9]`),
+		regexp.MustCompile(`(?m)^stratafs_gc_run_chunks_swept [0-9]`),
 	} {
 		if !want.MatchString(body) {
 			t.Errorf("metrics lack %s", want)

@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stratafs/stratafs/gc"
 )
 
 func TestCLIRetention(t *testing.T) {
@@ -97,5 +101,63 @@ func TestCLIGCAndFsck(t *testing.T) {
 	code, out, errOut := c.run("", "fsck", "--repair")
 	if code != 1 || !strings.Contains(out, "missing  docs/a") || !strings.Contains(errOut, "1 rows or parts name 1 missing chunks") {
 		t.Fatalf("fsck of a lost chunk: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestGCMetricsProgress: /metrics shows where a run is while it runs, and
+// idle with the last run's figures after it.
+func TestGCMetricsProgress(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := newGCMetrics(reg)
+	gauges := func() map[string]float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, mf := range mfs {
+			for _, mt := range mf.GetMetric() {
+				name := mf.GetName()
+				for _, l := range mt.GetLabel() {
+					name += "/" + l.GetValue()
+				}
+				if g := mt.GetGauge(); g != nil {
+					got[name] = g.GetValue()
+				}
+			}
+		}
+		return got
+	}
+	m.progress(gc.Progress{Phase: "sweep", Stats: gc.Stats{Rows: 5, Chunks: 7, ReclaimedBytes: 9}})
+	g := gauges()
+	if g["stratafs_gc_run_phase/sweep"] != 1 || g["stratafs_gc_run_phase/scan"] != 0 || g["stratafs_gc_run_phase/idle"] != 0 ||
+		g["stratafs_gc_run_rows_read"] != 5 || g["stratafs_gc_run_chunks_swept"] != 7 || g["stratafs_gc_run_reclaimed_bytes"] != 9 {
+		t.Fatalf("during a sweep: %v", g)
+	}
+	m.observe("completed", &gc.Stats{Rows: 6, Chunks: 8, ReclaimedBytes: 10})
+	if g = gauges(); g["stratafs_gc_run_phase/idle"] != 1 || g["stratafs_gc_run_phase/sweep"] != 0 || g["stratafs_gc_run_reclaimed_bytes"] != 10 {
+		t.Fatalf("after the run: %v", g)
+	}
+}
+
+// TestGCProgressLine: on a terminal, stratafs gc redraws one line with the
+// run's phase and counts, and erases it before the summary.
+func TestGCProgressLine(t *testing.T) {
+	var b strings.Builder
+	p := &progress{w: &b}
+	p.show(gc.Progress{Phase: "scan", Bucket: "docs", Key: "a/b", Stats: gc.Stats{Rows: 1200, NoncurrentExpired: 3}})
+	if got := b.String(); !strings.Contains(got, `scan docs at "a/b": 1200 rows, 3 expired`) {
+		t.Fatalf("scan line: %q", got)
+	}
+	p.last = time.Time{} // redraws are throttled; this one is due
+	p.show(gc.Progress{Phase: "sweep", Stats: gc.Stats{Chunks: 5000, Unreferenced: 7, Condemned: 4, Reclaimed: 2, ReclaimedBytes: 2048}})
+	if got := b.String(); !strings.Contains(got, "\rsweep: 5000 chunks, 7 unreferenced, 4 condemned, 2 reclaimed (2.0 KiB)") {
+		t.Fatalf("sweep line: %q", got)
+	}
+	b.Reset()
+	p.clear()
+	if got := b.String(); strings.Trim(got, "\r ") != "" || !strings.HasSuffix(got, "\r") {
+		t.Fatalf("clear: %q", got)
 	}
 }

@@ -62,7 +62,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	gcInterval := fs.String("gc-interval", gc.DefaultInterval.String(),
 		"collect (apply retention, abort stale uploads, delete unreferenced chunks) at start and then this often; 0 disables")
 	gcGrace := fs.String("gc-grace", gc.DefaultGrace.String(),
-		"how old an unreferenced chunk must be for the collector to delete it")
+		"how old an unreferenced chunk must be for the collector to condemn it, and how long condemned before a later run deletes it")
 	if _, err := e.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -224,7 +224,7 @@ func startCollector(ctx context.Context, svc *object.Service, interval, grace ti
 	log := logger.With("component", "gc")
 	w := &gc.Worker{
 		Interval: interval,
-		Options:  gc.Options{Grace: grace, Logger: log},
+		Options:  gc.Options{Grace: grace, Logger: log, Progress: m.progress},
 		Done: func(st *gc.Stats, err error) {
 			outcome := runOutcome(ctx, err)
 			m.observe(outcome, st)
@@ -260,15 +260,24 @@ func startCollector(ctx context.Context, svc *object.Service, interval, grace ti
 // gcMetrics are the collector's Prometheus figures, summed over the runs
 // of this process.
 type gcMetrics struct {
-	runs     *prometheus.CounterVec // by outcome
-	expired  *prometheus.CounterVec // versions, current or noncurrent
-	markers  prometheus.Counter
-	uploads  prometheus.Counter
-	orphans  prometheus.Counter
-	chunks   prometheus.Counter
-	bytes    prometheus.Counter
-	duration prometheus.Gauge
+	runs      *prometheus.CounterVec // by outcome
+	expired   *prometheus.CounterVec // versions, current or noncurrent
+	markers   prometheus.Counter
+	uploads   prometheus.Counter
+	orphans   prometheus.Counter
+	chunks    prometheus.Counter
+	bytes     prometheus.Counter
+	condemned prometheus.Counter
+	pardoned  prometheus.Counter
+	duration  prometheus.Gauge
+	// The run in progress, or the last one: where it is and what it did
+	// so far, updated as it advances.
+	phase                       *prometheus.GaugeVec // 1 for the phase in progress, 0 for the others
+	rows, swept, reclaimedSoFar prometheus.Gauge
 }
+
+// gcPhases are the phases of a run (gc.Progress.Phase), and "idle".
+var gcPhases = []string{"count", "scan", "orphans", "sweep", "idle"}
 
 // newGCMetrics returns the collector's metrics registered with reg; nil,
 // which counts nothing, when reg is nil.
@@ -288,16 +297,49 @@ func newGCMetrics(reg prometheus.Registerer) *gcMetrics {
 			Namespace: "stratafs", Subsystem: "gc", Name: "versions_expired_total",
 			Help: "Versions expired by retention rules: current ones (Expiration) or noncurrent ones (NoncurrentVersionExpiration).",
 		}, []string{"version"}),
-		markers: counter("delete_markers_removed_total", "Delete markers removed as their key's only row."),
-		uploads: counter("uploads_aborted_total", "Incomplete multipart uploads aborted (AbortIncompleteMultipartUpload)."),
-		orphans: counter("orphan_records_removed_total", "Records left under deleted buckets' ids by writes that raced the deletion, removed (partitions on Cassandra)."),
-		chunks:  counter("chunks_reclaimed_total", "Unreferenced chunks deleted."),
-		bytes:   counter("reclaimed_bytes_total", "Bytes of the unreferenced chunks deleted."),
+		markers:   counter("delete_markers_removed_total", "Delete markers removed as their key's only row."),
+		uploads:   counter("uploads_aborted_total", "Incomplete multipart uploads aborted (AbortIncompleteMultipartUpload)."),
+		orphans:   counter("orphan_records_removed_total", "Records left under deleted buckets' ids by writes that raced the deletion, removed (partitions on Cassandra)."),
+		chunks:    counter("chunks_reclaimed_total", "Unreferenced chunks deleted."),
+		bytes:     counter("reclaimed_bytes_total", "Bytes of the unreferenced chunks deleted."),
+		condemned: counter("chunks_condemned_total", "Unreferenced chunks condemned: deleted by a run at least the grace period later that finds them unreferenced still."),
+		pardoned:  counter("chunks_pardoned_total", "Condemned chunks found referenced again, and kept."),
 		duration: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "stratafs", Subsystem: "gc", Name: "last_run_duration_seconds",
 			Help: "How long the last run that was not skipped took."}),
+		phase: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "stratafs", Subsystem: "gc", Name: "run_phase",
+			Help: "1 for the phase the collector is in (count, scan, orphans, sweep; idle between runs), 0 for the others."}, []string{"phase"}),
+		rows: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "stratafs", Subsystem: "gc", Name: "run_rows_read",
+			Help: "Version rows read by the run in progress, or by the last run."}),
+		swept: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "stratafs", Subsystem: "gc", Name: "run_chunks_swept",
+			Help: "Chunks of the chunk store the sweep of the run in progress, or of the last run, has walked."}),
+		reclaimedSoFar: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "stratafs", Subsystem: "gc", Name: "run_reclaimed_bytes",
+			Help: "Bytes of chunks deleted by the run in progress, or by the last run."}),
 	}
-	reg.MustRegister(m.runs, m.expired, m.markers, m.uploads, m.orphans, m.chunks, m.bytes, m.duration)
+	reg.MustRegister(m.runs, m.expired, m.markers, m.uploads, m.orphans, m.chunks, m.bytes, m.condemned, m.pardoned, m.duration,
+		m.phase, m.rows, m.swept, m.reclaimedSoFar)
+	m.setPhase("idle")
 	return m
+}
+
+// progress shows where the run in progress is (gc.Options.Progress).
+func (m *gcMetrics) progress(p gc.Progress) {
+	if m == nil {
+		return
+	}
+	m.setPhase(p.Phase)
+	m.rows.Set(float64(p.Rows))
+	m.swept.Set(float64(p.Chunks))
+	m.reclaimedSoFar.Set(float64(p.ReclaimedBytes))
+}
+
+func (m *gcMetrics) setPhase(phase string) {
+	for _, p := range gcPhases {
+		v := 0.0
+		if p == phase {
+			v = 1
+		}
+		m.phase.WithLabelValues(p).Set(v)
+	}
 }
 
 // runOutcome names how a run that ended with err went. ctx is the
@@ -331,7 +373,13 @@ func (m *gcMetrics) observe(outcome string, st *gc.Stats) {
 	m.orphans.Add(float64(st.OrphanRecords))
 	m.chunks.Add(float64(st.Reclaimed))
 	m.bytes.Add(float64(st.ReclaimedBytes))
+	m.condemned.Add(float64(st.Condemned))
+	m.pardoned.Add(float64(st.Pardoned))
 	m.duration.Set(st.Elapsed.Seconds())
+	m.setPhase("idle")
+	m.rows.Set(float64(st.Rows))
+	m.swept.Set(float64(st.Chunks))
+	m.reclaimedSoFar.Set(float64(st.ReclaimedBytes))
 }
 
 // credentialSource says where the root key came from.
