@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 
 	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/s3/sigv4"
@@ -114,10 +115,15 @@ var translations = []struct {
 	{sigv4.ErrDecodedLength, errIncompleteBody},
 }
 
+// opaque are the sentinels whose S3 error always keeps its own message:
+// the text they wrap describes our backends (hosts, drivers), not the
+// client's request, and reaches only the log.
+var opaque = []error{meta.ErrUnavailable}
+
 // apiError is the one place errors become S3 errors. An *Error raised by
 // a handler passes as is; a sentinel of the core or of SigV4 gets its S3
 // code, with the wrapped error's text as message when it carries more
-// detail than the sentinel alone; anything else is an internal error,
+// detail than the sentinel alone and the sentinel is not opaque; anything else is an internal error,
 // whose detail is logged, never sent.
 func apiError(err error) *Error {
 	var e *Error
@@ -126,7 +132,7 @@ func apiError(err error) *Error {
 	}
 	for _, t := range translations {
 		if errors.Is(err, t.sentinel) {
-			if err.Error() == t.sentinel.Error() {
+			if err.Error() == t.sentinel.Error() || slices.Contains(opaque, t.sentinel) {
 				return t.to
 			}
 			return t.to.with("%s", err.Error())

@@ -1,0 +1,28 @@
+package s3
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stratafs/stratafs/meta"
+)
+
+// TestAPIErrorMessages: a client error carries what the core said about
+// the request; an unavailable backend says nothing of our hosts or drivers.
+func TestAPIErrorMessages(t *testing.T) {
+	for _, c := range []struct {
+		err        error
+		code, msg  string
+		wantStatus int
+	}{
+		{fmt.Errorf("get b/k: %w", meta.ErrNoSuchKey), "NoSuchKey", "get b/k: " + meta.ErrNoSuchKey.Error(), 404},
+		{meta.ErrNoSuchKey, "NoSuchKey", errNoSuchKey.Message, 404},
+		{fmt.Errorf("put b/k: gocql: no hosts available in the pool 10.0.0.5: %w", meta.ErrUnavailable), "ServiceUnavailable", "Please reduce your request rate.", 503},
+		{fmt.Errorf("disk on fire"), "InternalError", errInternal.Message, 500},
+	} {
+		e := apiError(c.err)
+		if e.Code != c.code || e.Message != c.msg || e.Status != c.wantStatus {
+			t.Errorf("apiError(%q) = %s %d %q, want %s %d %q", c.err, e.Code, e.Status, e.Message, c.code, c.wantStatus, c.msg)
+		}
+	}
+}
