@@ -62,7 +62,11 @@
 // expires (a page's expiries share one commit). TestTombstones with
 // -tombstones=100000: the 200,000 rows of 100,000 deleted keys removed
 // in 1.5 s, after which an as-of listing reads 100 rows where it read
-// 100,100.
+// 100,100. BenchmarkSweep, 10,000 old garbage chunks in a local store:
+// reclaimed at 5,500 to 8,000 chunks/s of collection over the two runs
+// the ledger takes, as fast as the one run that deleted them before it
+// (4,100 to 7,300): unlinking files costs more than the ledger, whose
+// writes go a thousand chunks per commit.
 //
 // # Writers during a run
 //
@@ -430,7 +434,9 @@ func (r *run) sweep(ctx context.Context, orphan func(Orphan)) error {
 		err = flush()
 	}
 	if err == nil && !r.o.DryRun {
-		err = r.settle(ctx)
+		if err = r.sw.flushLedger(ctx, true); err == nil {
+			err = r.settle(ctx)
+		}
 	}
 	r.report("sweep", "", "")
 	if err != nil {

@@ -41,6 +41,12 @@ type sweeper struct {
 	// condemns it condemns since then. due is since minus the grace
 	// period: a chunk condemned no later than due may be deleted.
 	since, due time.Time
+	// condemn and executed gather the ledger's changes, written a full
+	// ledger batch at a time (flushLedger): chunks to condemn, and chunks
+	// deleted whose records go. Records written late only delay a
+	// deletion; those of deleted chunks left by a crash are overdue, and
+	// the next run drops them.
+	condemn, executed [][16]byte
 
 	mu   sync.Mutex
 	done sync.Cond // signalled when a batch has been deleted
@@ -175,25 +181,40 @@ func (s *sweeper) collect(ctx context.Context, batch []chunk, dry bool) (gone []
 		s.done.Broadcast()
 		s.mu.Unlock()
 	}()
-	if len(fresh) > 0 {
-		if err := s.ledger.Condemn(ctx, s.since, fresh); err != nil {
-			return nil, 0, err
-		}
-	}
-	executed := make([][16]byte, 0, len(doomed))
+	s.condemn = append(s.condemn, fresh...)
+	n := 0
 	for _, c := range doomed {
 		if err = s.data.Delete(ctx, c.id); err != nil {
 			break
 		}
-		executed = append(executed, c.id)
+		s.executed = append(s.executed, c.id)
+		n++
 	}
-	// A record left by a failure here is overdue: settle drops it.
-	if len(executed) > 0 {
-		if perr := s.ledger.Pardon(ctx, executed); err == nil {
-			err = perr
+	if err == nil && max(len(s.condemn), len(s.executed)) >= meta.MaxLedgerBatch {
+		err = s.flushLedger(ctx, false)
+	}
+	return doomed[:n], len(fresh), err
+}
+
+// flushLedger writes the gathered changes to the ledger, by full batches
+// unless all is set.
+func (s *sweeper) flushLedger(ctx context.Context, all bool) error {
+	for _, q := range []struct {
+		ids   *[][16]byte
+		write func(context.Context, [][16]byte) error
+	}{
+		{&s.condemn, func(ctx context.Context, ids [][16]byte) error { return s.ledger.Condemn(ctx, s.since, ids) }},
+		{&s.executed, s.ledger.Pardon},
+	} {
+		for len(*q.ids) >= meta.MaxLedgerBatch || all && len(*q.ids) > 0 {
+			n := min(len(*q.ids), meta.MaxLedgerBatch)
+			if err := q.write(ctx, (*q.ids)[:n]); err != nil {
+				return err
+			}
+			*q.ids = append((*q.ids)[:0], (*q.ids)[n:]...)
 		}
 	}
-	return doomed[:len(executed)], len(fresh), err
+	return nil
 }
 
 // guard installs the sweeper as a guard of svc's commits until the
