@@ -2,7 +2,9 @@ package object_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/stratafs/stratafs/data/local"
 	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/meta/cassandra"
 	"github.com/stratafs/stratafs/meta/kv/mem"
 	"github.com/stratafs/stratafs/object"
 )
@@ -166,5 +169,76 @@ func TestBucketCacheDropsBucketDeletedElsewhere(t *testing.T) {
 	}
 	if _, err := b.Head(ctx, "bkt", "k", ""); err != nil {
 		t.Fatalf("the new bucket does not hold k: %v", err)
+	}
+}
+
+// reshardingStore is a meta store that, like Cassandra opened with
+// shards=N, gives every bucket it creates a shard count of its own.
+type reshardingStore struct {
+	meta.Store
+	shards uint32
+}
+
+func (s reshardingStore) CreateBucket(ctx context.Context, b meta.Bucket) error {
+	b.Shards = s.shards
+	return s.Store.CreateBucket(ctx, b)
+}
+
+// TestCreateBucketCachesTheStoredRecord: the record CreateBucket returns
+// and caches is the one the store kept, not the one it was given.
+func TestCreateBucketCachesTheStoredRecord(t *testing.T) {
+	m := mem.New()
+	d, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close(); m.Close() })
+	const shards = 8 // not meta.DefaultShards
+	svc := object.New(reshardingStore{m, shards}, d, object.Options{ChunkSize: chunk})
+	ctx := t.Context()
+	created, err := svc.CreateBucket(ctx, "bkt", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached, err := svc.Bucket(ctx, "bkt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.Shards != shards || cached.Shards != shards {
+		t.Fatalf("shards returned by CreateBucket %d, by Bucket %d; the store kept %d", created.Shards, cached.Shards, shards)
+	}
+}
+
+// TestCreateBucketThenWriteCassandra writes into a bucket at once after
+// creating it, on a Cassandra store whose shard count is not the default:
+// the store refuses a commit with any record but the one it kept.
+func TestCreateBucketThenWriteCassandra(t *testing.T) {
+	hosts := os.Getenv("STRATAFS_CASSANDRA")
+	if hosts == "" {
+		t.Skip("SKIPPING: set STRATAFS_CASSANDRA=host:port to run against Cassandra")
+	}
+	o := cassandra.Options{Shards: 8, Namespace: "object-" + strings.ToLower(rand.Text()[:8])}
+	m, err := cassandra.Open(t.Context(), strings.Split(hosts, ","), "stratafs_object_test", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close(); m.Close() })
+	svc := object.New(m, d, object.Options{ChunkSize: chunk})
+	ctx := t.Context()
+	if _, err := svc.CreateBucket(ctx, "bkt", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(t, svc, "k"); err != nil {
+		t.Fatalf("put right after CreateBucket: %v", err)
+	}
+	if _, err := svc.Delete(ctx, "bkt", "k", object.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.DeleteBucket(ctx, "bkt"); err != nil {
+		t.Fatal(err)
 	}
 }

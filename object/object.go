@@ -63,7 +63,8 @@ func (s *Service) Meta() meta.Store { return s.meta }
 
 func (s *Service) now() time.Time { return s.opts.Now().UTC() }
 
-// CreateBucket creates an unversioned bucket owned by owner.
+// CreateBucket creates an unversioned bucket owned by owner and returns
+// its record as the store keeps it.
 func (s *Service) CreateBucket(ctx context.Context, name, owner string) (meta.Bucket, error) {
 	b, err := meta.NewBucket(name, owner, s.now())
 	if err != nil {
@@ -72,8 +73,15 @@ func (s *Service) CreateBucket(ctx context.Context, name, owner string) (meta.Bu
 	if err := s.meta.CreateBucket(ctx, b); err != nil {
 		return meta.Bucket{}, fmt.Errorf("create bucket %s: %w", name, err)
 	}
-	s.knowBucket(b)
-	return b, nil
+	// The store may fill fields of its own (Cassandra's shards=N replaces
+	// Shards), and a commit with any other record fails: what is cached
+	// and returned is the record read back, never b.
+	s.forgetBucket(name)
+	stored, err := s.bucket(ctx, name)
+	if err != nil {
+		return meta.Bucket{}, fmt.Errorf("create bucket %s: created, but reading it back: %w", name, err)
+	}
+	return stored, nil
 }
 
 // Bucket returns the named bucket or meta.ErrNoSuchBucket. It is cheap:
