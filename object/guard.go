@@ -118,11 +118,31 @@ func (s *Service) Reading(id data.ChunkID) bool {
 	return s.guards.held[id] > 0
 }
 
-// A hold is a reader's claim on the chunks of the version it reads.
+// A hold is a reader's claim on the chunks of the version it reads. It
+// counts every stored range of the manifest, a chunk as often as it
+// appears, and releases them the same way: no set of ids to build.
 type hold struct {
 	g        *guards
-	ids      []data.ChunkID
+	m        *data.Manifest
 	released atomic.Bool
+}
+
+// count adds d to the readers of every chunk m stores bytes in.
+func (g *guards) count(m *data.Manifest, d int32) {
+	g.heldMu.Lock()
+	defer g.heldMu.Unlock()
+	if g.held == nil {
+		g.held = map[data.ChunkID]int32{}
+	}
+	for _, c := range m.Chunks {
+		if c.Hole() {
+			continue
+		}
+		id := data.ChunkID(c.Id)
+		if g.held[id] += d; g.held[id] <= 0 {
+			delete(g.held, id)
+		}
+	}
 }
 
 // hold claims the chunks m names for a reader until the hold is released.
@@ -132,26 +152,21 @@ type hold struct {
 // went, rather than leaving the reader to fail mid-stream. A manifest
 // with no chunks (inline bytes, holes) needs no hold: nil.
 func (s *Service) hold(ctx context.Context, m *data.Manifest) (*hold, error) {
-	ids := m.ChunkIDs()
-	if len(ids) == 0 {
+	if len(m.Chunks) == 0 {
 		return nil, nil
 	}
 	g := &s.guards
-	g.heldMu.Lock()
-	if g.held == nil {
-		g.held = map[data.ChunkID]int32{}
-	}
-	for _, id := range ids {
-		g.held[id]++
-	}
-	g.heldMu.Unlock()
-	h := &hold{g: g, ids: ids}
+	g.count(m, 1)
+	h := &hold{g: g, m: m}
 	// Claimed first, checked second: a guard installed after the list
 	// was taken belongs to a run whose sweep sees the claim.
-	for _, fn := range g.list() {
-		if err := fn(ctx, ids); err != nil {
-			h.release()
-			return nil, err
+	if fns := g.list(); len(fns) > 0 {
+		ids := m.ChunkIDs()
+		for _, fn := range fns {
+			if err := fn(ctx, ids); err != nil {
+				h.release()
+				return nil, err
+			}
 		}
 	}
 	return h, nil
@@ -162,13 +177,7 @@ func (h *hold) release() {
 	if h == nil || h.released.Swap(true) {
 		return
 	}
-	h.g.heldMu.Lock()
-	defer h.g.heldMu.Unlock()
-	for _, id := range h.ids {
-		if h.g.held[id]--; h.g.held[id] <= 0 {
-			delete(h.g.held, id)
-		}
-	}
+	h.g.count(h.m, -1)
 }
 
 // A Reader gives random access to a version's bytes (see ReaderAt) and
