@@ -116,6 +116,7 @@ func (n *dirNode) forget() {
 // process invalidates at once). A directory whose keys are all gone keeps
 // its last attributes: it may be some process's working directory.
 func (n *dirNode) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	p, ok := n.path()
 	if ok && p != "" && !n.fsys.j.pendingKey(p+"/") && !n.fresh() {
 		st, err := n.fsys.svc.Stat(ctx, n.fsys.bucket, p)
@@ -234,6 +235,7 @@ func (n *dirNode) updateUserMeta(ctx context.Context, fn func(map[string]string)
 }
 
 func (n *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	if n.virtual(name) {
 		if name == snapshotsName {
 			return n.snapshotsRoot(ctx, out), 0

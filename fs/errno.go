@@ -36,3 +36,15 @@ func (f *fsys) errno(op string, err error) syscall.Errno {
 	f.log.Error("stratafs: "+op, "bucket", f.bucket, "err", err)
 	return syscall.EIO
 }
+
+// uninterrupted returns ctx without its cancellation, for the short
+// metadata reads: lookup, getattr, readdir, getxattr. The kernel
+// interrupts a request (FUSE_INTERRUPT) whenever its caller gets a
+// signal, the Go runtime's preemption signals among them, and the EINTR
+// an interrupted read would answer reaches callers that do not retry it:
+// a rename(2) whose lookup of the source was interrupted fails. Such a
+// read is short and bounded still by the store's own timeout, which
+// answers meta.ErrUnavailable, so EIO. Changes ignore interrupts too,
+// calling context.WithoutCancel themselves: a change must not stop half
+// made.
+func uninterrupted(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }

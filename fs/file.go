@@ -184,6 +184,7 @@ func (n *fileNode) headLocked(ctx context.Context) (*meta.Version, syscall.Errno
 // kernel keeps one set per inode, so a handle still reading an older
 // version must not set them back to that version's.
 func (n *fileNode) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	ctx = uninterrupted(ctx)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.refreshLocked(ctx)

@@ -63,6 +63,7 @@ func (h *dirHandle) restart() {
 }
 
 func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	for len(h.buf) == 0 {
 		if h.done {
 			return nil, 0
@@ -96,6 +97,7 @@ func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 
 // Lookup answers READDIRPLUS for the entry just read.
 func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	if name != h.last.name {
 		return nil, syscall.ENOENT
 	}

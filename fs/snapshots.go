@@ -170,6 +170,7 @@ func (n *snapDir) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.A
 }
 
 func (n *snapDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	key := n.prefix + name
 	if len(name) > maxName || len(key) > meta.MaxKeyLen {
 		return nil, syscall.ENAMETOOLONG

@@ -97,6 +97,7 @@ func (n *versionsDir) childKey(name string) string {
 }
 
 func (n *versionsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	if t, deleted, ok := parseVersionName(name); ok && n.key != "" {
 		n.fsys.j.settle(n.key)
 		v, err := n.fsys.svc.VersionAt(ctx, n.fsys.bucket, n.key, t)

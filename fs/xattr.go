@@ -40,6 +40,7 @@ var (
 func (n *node) metadata() metaNode { return n.Operations().(metaNode) }
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	name, ok := strings.CutPrefix(attr, userPrefix)
 	if !ok {
 		// Asked on every write (security.capability): answer without
@@ -58,6 +59,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	ctx = uninterrupted(ctx)
 	m, errno := n.metadata().userMeta(ctx)
 	if errno != 0 {
 		return 0, errno

@@ -1,0 +1,58 @@
+package fs
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/stratafs/stratafs/object"
+)
+
+// TestInterruptedReadsAnswer runs a lookup, a getattr and a listing with
+// the request's context cancelled, as the kernel's FUSE_INTERRUPT leaves
+// it: each still answers, since callers such as rename(2) do not retry
+// an EINTR.
+func TestInterruptedReadsAnswer(t *testing.T) {
+	f := newTestFsys(t)
+	if _, err := f.svc.Put(t.Context(), "bkt", "d/a", strings.NewReader("x"), object.PutOptions{Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	root := &dirNode{node: node{fsys: f}}
+	fusefs.NewNodeFS(root, &fusefs.Options{}) // gives root its inode
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+
+	var entry fuse.EntryOut
+	ch, errno := root.Lookup(ctx, "d", &entry)
+	if errno != 0 {
+		t.Fatalf("interrupted lookup of d: %v", errno)
+	}
+	root.AddChild("d", ch, false) // as the kernel's bridge does
+	d := ch.Operations().(*dirNode)
+	d.forget() // the getattr reads the store
+	var attr fuse.AttrOut
+	if errno := d.Getattr(ctx, nil, &attr); errno != 0 {
+		t.Fatalf("interrupted getattr of d: %v", errno)
+	}
+	fh, _, errno := d.OpendirHandle(ctx, 0)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	var names []string
+	for {
+		de, errno := fh.(*dirHandle).Readdirent(ctx)
+		if errno != 0 {
+			t.Fatalf("interrupted readdir of d after %q: %v", names, errno)
+		}
+		if de == nil {
+			break
+		}
+		names = append(names, de.Name)
+	}
+	if strings.Join(names, " ") != ". .. a" {
+		t.Errorf("interrupted readdir of d: %q", names)
+	}
+}
