@@ -83,11 +83,11 @@ func BenchmarkRun(b *testing.B) {
 // fill writes keys keys of two versions each, a thousand rows a commit.
 func fill(b *testing.B, svc *object.Service, keys int) meta.Bucket {
 	ctx := context.Background()
-	bkt, err := svc.CreateBucket(ctx, "bench", "")
-	if err != nil {
+	if _, err := svc.CreateBucket(ctx, "bench", ""); err != nil {
 		b.Fatal(err)
 	}
-	if bkt, err = svc.SetVersioning(ctx, "bench", meta.Enabled); err != nil {
+	bkt, err := svc.SetVersioning(ctx, "bench", meta.Enabled)
+	if err != nil {
 		b.Fatal(err)
 	}
 	var ms []meta.Mutation
