@@ -47,6 +47,11 @@ var (
 	ErrNoSuchChunk = errors.New("no such chunk")
 	// ErrCorrupt means stored bytes or a manifest failed validation.
 	ErrCorrupt = errors.New("corrupt data")
+	// ErrUnavailable means a remote chunk store could not be reached or
+	// did not answer, after its retries: the operation may work later.
+	// The front ends answer it as they answer meta.ErrUnavailable (S3
+	// 503, EIO); data cannot use that one, since meta sits above data.
+	ErrUnavailable = errors.New("chunk store unavailable")
 )
 
 // Store holds chunks. Implementations must be safe for concurrent use.

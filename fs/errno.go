@@ -5,6 +5,7 @@ import (
 	"errors"
 	"syscall"
 
+	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/object"
 )
@@ -27,8 +28,8 @@ func (f *fsys) errno(op string, err error) syscall.Errno {
 		return syscall.EXDEV
 	case errors.Is(err, meta.ErrConflict):
 		return syscall.EAGAIN
-	case errors.Is(err, meta.ErrUnavailable):
-		// The store did not answer: EIO, logged below, even when the
+	case errors.Is(err, meta.ErrUnavailable), errors.Is(err, data.ErrUnavailable):
+		// A store did not answer: EIO, logged below, even when the
 		// error also carries the deadline the store gave up at.
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return syscall.EINTR

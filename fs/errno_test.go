@@ -2,12 +2,16 @@ package fs
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/stratafs/stratafs/data"
+	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/object"
 )
 
@@ -54,5 +58,17 @@ func TestInterruptedReadsAnswer(t *testing.T) {
 	}
 	if strings.Join(names, " ") != ". .. a" {
 		t.Errorf("interrupted readdir of d: %q", names)
+	}
+}
+
+// TestUnavailableStoresAreEIO: a store that did not answer within its
+// timeout is EIO, not the EINTR of a cancelled request, whichever store.
+func TestUnavailableStoresAreEIO(t *testing.T) {
+	f := newTestFsys(t)
+	for _, sentinel := range []error{meta.ErrUnavailable, data.ErrUnavailable} {
+		err := fmt.Errorf("read: %w: %w", sentinel, context.DeadlineExceeded)
+		if errno := f.errno("read", err); errno != syscall.EIO {
+			t.Errorf("errno(%v) = %v, want EIO", err, errno)
+		}
 	}
 }

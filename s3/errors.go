@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/s3/sigv4"
 )
@@ -64,6 +65,7 @@ var (
 	errPreconditionFailed  = &Error{"PreconditionFailed", http.StatusPreconditionFailed, "At least one of the pre-conditions you specified did not hold."}
 	errSignatureMismatch   = &Error{"SignatureDoesNotMatch", http.StatusForbidden, "The request signature we calculated does not match the signature you provided. Check your key and signing method."}
 	errSlowDown            = &Error{"SlowDown", http.StatusServiceUnavailable, "Please reduce your request rate."}
+	errUnavailable         = &Error{"ServiceUnavailable", http.StatusServiceUnavailable, "Please reduce your request rate."}
 )
 
 // translations maps the sentinel errors of the core and of SigV4
@@ -86,6 +88,8 @@ var translations = []struct {
 	{meta.ErrInvalidVersioning, errIllegalVersioning},
 	{meta.ErrBadDigest, errBadDigest},
 	{meta.ErrIncompleteBody, errIncompleteBody},
+	// Before io.ErrUnexpectedEOF: a chunk's body cut mid-read wraps both.
+	{data.ErrUnavailable, errUnavailable},
 	{io.ErrUnexpectedEOF, errIncompleteBody},
 	{meta.ErrInvalidRange, errInvalidRange},
 	{meta.ErrPreconditionFailed, errPreconditionFailed},
@@ -94,7 +98,7 @@ var translations = []struct {
 	{meta.ErrInvalidPart, errInvalidPart},
 	{meta.ErrEntityTooSmall, &Error{"EntityTooSmall", http.StatusBadRequest, "Your proposed upload is smaller than the minimum allowed object size."}},
 	{meta.ErrConflict, &Error{"OperationAborted", http.StatusConflict, "A conflicting conditional operation is currently in progress against this resource. Please try again."}},
-	{meta.ErrUnavailable, &Error{"ServiceUnavailable", http.StatusServiceUnavailable, "Please reduce your request rate."}},
+	{meta.ErrUnavailable, errUnavailable},
 
 	{sigv4.ErrMissingAuth, errAccessDenied},
 	{sigv4.ErrUnsupportedAuth, errInvalidRequest.with("The authorization mechanism you have provided is not supported. Please use %s.", sigv4.Algorithm)},
@@ -118,7 +122,7 @@ var translations = []struct {
 // opaque are the sentinels whose S3 error always keeps its own message:
 // the text they wrap describes our backends (hosts, drivers), not the
 // client's request, and reaches only the log.
-var opaque = []error{meta.ErrUnavailable}
+var opaque = []error{meta.ErrUnavailable, data.ErrUnavailable}
 
 // apiError is the one place errors become S3 errors. An *Error raised by
 // a handler passes as is; a sentinel of the core or of SigV4 gets its S3

@@ -2,8 +2,10 @@ package s3
 
 import (
 	"fmt"
+	"io"
 	"testing"
 
+	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/meta"
 )
 
@@ -18,6 +20,8 @@ func TestAPIErrorMessages(t *testing.T) {
 		{fmt.Errorf("get b/k: %w", meta.ErrNoSuchKey), "NoSuchKey", "get b/k: " + meta.ErrNoSuchKey.Error(), 404},
 		{meta.ErrNoSuchKey, "NoSuchKey", errNoSuchKey.Message, 404},
 		{fmt.Errorf("put b/k: gocql: no hosts available in the pool 10.0.0.5: %w", meta.ErrUnavailable), "ServiceUnavailable", "Please reduce your request rate.", 503},
+		{fmt.Errorf("read chunk 0f from s3://chunks/: %w: dial tcp 10.0.0.6:9000: connection refused", data.ErrUnavailable), "ServiceUnavailable", "Please reduce your request rate.", 503},
+		{fmt.Errorf("read chunk 0f: %w: %w", data.ErrUnavailable, io.ErrUnexpectedEOF), "ServiceUnavailable", "Please reduce your request rate.", 503},
 		{fmt.Errorf("disk on fire"), "InternalError", errInternal.Message, 500},
 	} {
 		e := apiError(c.err)

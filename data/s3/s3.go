@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -255,7 +256,8 @@ func newClient(ctx context.Context, o Options, m *metrics) (*awss3.Client, func(
 }
 
 // do runs operation op (one request and its retries) in a free slot,
-// under the store's timeout, and counts it in the metrics.
+// under the store's timeout, and counts it in the metrics. An error that
+// says the remote could not be reached wraps data.ErrUnavailable.
 func (s *Store) do(ctx context.Context, op string, fn func(context.Context) error) error {
 	select {
 	case s.sem <- struct{}{}:
@@ -263,12 +265,35 @@ func (s *Store) do(ctx context.Context, op string, fn func(context.Context) erro
 		return ctx.Err()
 	}
 	defer func() { <-s.sem }()
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	opCtx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	start := time.Now()
-	err := fn(ctx)
+	err := fn(opCtx)
 	s.m.observe(op, err, time.Since(start))
+	if unreachable(ctx, err) {
+		return fmt.Errorf("%w: %w", data.ErrUnavailable, err)
+	}
 	return err
+}
+
+// unreachable says whether err, what an operation under ctx ended with
+// once the SDK's retries were spent, means the remote could not be
+// reached or could not answer: no connection (refused, reset, cut
+// mid-body), no answer within the store's timeout, or a 5xx. The
+// caller's own cancellation, and a 4xx, are neither.
+func unreachable(ctx context.Context, err error) bool {
+	var (
+		ne     net.Error
+		cut    bodyCut
+		status interface{ HTTPStatusCode() int }
+	)
+	switch {
+	case err == nil, ctx.Err() != nil:
+		return false
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne), errors.As(err, &cut):
+		return true
+	}
+	return errors.As(err, &status) && status.HTTPStatusCode() >= 500
 }
 
 func (s *Store) key(id data.ChunkID) string { return s.prefix + id.String() }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -244,6 +245,9 @@ func TestRemoteFaults(t *testing.T) {
 			if errors.Is(err, data.ErrNoSuchChunk) {
 				t.Errorf("%s: a fault reads as a missing chunk: %v", what, err)
 			}
+			if !errors.Is(err, data.ErrUnavailable) {
+				t.Errorf("%s against a remote in fault mode %d: %v; want data.ErrUnavailable", what, c.mode, err)
+			}
 			// Go's transport sends an idempotent request again, once, when
 			// the pooled connection it picked turns out to be closed.
 			if n := f.requests.Load(); n < 3 || n > 6 {
@@ -264,11 +268,11 @@ func TestRemoteFaults(t *testing.T) {
 	// More cuts than attempts: an error, not a short read taken for the
 	// end of the chunk.
 	f.cuts.Store(10)
-	if _, err := s.ReadAt(ctx, kept, got, 0); err == nil || errors.Is(err, io.EOF) || !strings.Contains(err.Error(), "read chunk") {
-		t.Fatalf("ReadAt whose every body is cut short: %v", err)
+	if _, err := s.ReadAt(ctx, kept, got, 0); err == nil || errors.Is(err, io.EOF) || !strings.Contains(err.Error(), "read chunk") || !errors.Is(err, data.ErrUnavailable) {
+		t.Fatalf("ReadAt whose every body is cut short: %v; want data.ErrUnavailable", err)
 	}
 	f.cuts.Store(0)
-	if _, err := s.ReadAt(ctx, data.NewChunkID(), got, 0); !errors.Is(err, data.ErrNoSuchChunk) {
+	if _, err := s.ReadAt(ctx, data.NewChunkID(), got, 0); !errors.Is(err, data.ErrNoSuchChunk) || errors.Is(err, data.ErrUnavailable) {
 		t.Fatalf("ReadAt of a missing chunk: %v", err)
 	}
 
@@ -297,10 +301,31 @@ func TestRemoteFaults(t *testing.T) {
 	}
 }
 
+// A remote that refuses connections is unavailable; an operation its
+// caller cancelled is not, whatever the remote.
+func TestUnavailable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusing := "http://" + l.Addr().String()
+	l.Close()
+	_, err = Open(t.Context(), Options{Bucket: testBucket, Endpoint: refusing, Credentials: testCreds, MaxAttempts: 2, MaxBackoff: time.Millisecond})
+	if !errors.Is(err, data.ErrUnavailable) {
+		t.Errorf("Open against a port that refuses connections: %v; want data.ErrUnavailable", err)
+	}
+	s := openStore(t, Options{Endpoint: fakeS3(t, nil)})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := s.Put(ctx, data.NewChunkID(), []byte("x")); err == nil || errors.Is(err, data.ErrUnavailable) {
+		t.Errorf("Put cancelled by its caller: %v; want an error other than data.ErrUnavailable", err)
+	}
+}
+
 // A missing bucket fails Open, and is never taken for a missing chunk.
 func TestMissingBucket(t *testing.T) {
 	_, err := Open(context.Background(), Options{Bucket: "nope", Endpoint: fakeS3(t, nil), Credentials: testCreds})
-	if err == nil || !strings.Contains(err.Error(), "s3://nope/") || !strings.Contains(err.Error(), "NoSuchBucket") {
+	if err == nil || !strings.Contains(err.Error(), "s3://nope/") || !strings.Contains(err.Error(), "NoSuchBucket") || errors.Is(err, data.ErrUnavailable) {
 		t.Fatalf("Open of a missing bucket: %v", err)
 	}
 }
