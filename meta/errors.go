@@ -27,6 +27,7 @@ var (
 	ErrEntityTooSmall     = errors.New("part smaller than the minimum")
 	ErrNoSuchAccessKey    = errors.New("no such access key")
 	ErrAccessKeyExists    = errors.New("access key already exists")
+	ErrNoSuchCheckpoint   = errors.New("no such checkpoint")
 	ErrConflict           = errors.New("transaction conflict")
 	ErrUnavailable        = errors.New("meta store unavailable")
 )

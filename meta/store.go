@@ -45,6 +45,7 @@ type Store interface {
 	Uploads
 	AccessKeys
 	Leases
+	Checkpoints
 	Orphans
 	Ledger
 

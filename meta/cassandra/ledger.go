@@ -25,8 +25,8 @@ const ledgerShards = 16
 
 func ledgerShard(id [16]byte) int { return int(id[0] >> 4) }
 
-// ledgerClock issues the write timestamps of the ledger: microseconds,
-// strictly increasing in the process.
+// ledgerClock issues the write timestamps of the ledger and of the
+// checkpoints: microseconds, strictly increasing in the process.
 var ledgerClock struct {
 	sync.Mutex
 	last int64

@@ -9,6 +9,7 @@
 //	buckets     ((ns), name)                                  data
 //	access_keys ((ns), id)                                    data
 //	leases      ((ns), name)                                  data
+//	checkpoints ((ns), name)                                  data
 //	objects     ((bucket_id, shard), kind, key, version_id)   row | seq, null_id
 //	uploads     ((bucket_id, shard), kind, key, upload_id, part)  data, state
 //
@@ -312,6 +313,7 @@ var schema = []table{
 		{"data", "blob"}, {"state", "tinyint"},
 	}, "((bucket_id, shard), kind, key, upload_id, part)"},
 	{"condemned_chunks", [][2]string{{"ns", "text"}, {"shard", "int"}, {"chunk", "blob"}, {"data", "blob"}}, "((ns, shard), chunk)"}, // ledger.go
+	{"checkpoints", [][2]string{{"ns", "text"}, {"name", "text"}, {"data", "blob"}}, "(ns, name)"},                                   // checkpoint.go
 }
 
 // ensureSchema creates what is missing of the keyspace and its tables.

@@ -24,6 +24,7 @@ import (
 //	A id                   → MarshalAccessKey
 //	L name                 → MarshalLease: named leases (the collector's)
 //	K chunk                → MarshalCondemned: the collector's ledger (ledger.go)
+//	R name                 → MarshalCheckpoint: where the collector's pass stopped (checkpoint.go)
 //
 // Parts are entries of their own, not fields of the upload record, so
 // uploading a part writes only that part, whatever the upload holds.

@@ -843,6 +843,83 @@ func (x *Lease) GetExpiresUnixNanos() int64 {
 	return 0
 }
 
+// Where a long job stopped (meta.Checkpoint): a key of a bucket.
+type Checkpoint struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Holder         string                 `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
+	SavedUnixNanos *int64                 `protobuf:"varint,3,opt,name=saved_unix_nanos,json=savedUnixNanos,proto3,oneof" json:"saved_unix_nanos,omitempty"` // unset for the zero time
+	BucketId       uint64                 `protobuf:"fixed64,4,opt,name=bucket_id,json=bucketId,proto3" json:"bucket_id,omitempty"`
+	Key            string                 `protobuf:"bytes,5,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Checkpoint) Reset() {
+	*x = Checkpoint{}
+	mi := &file_meta_metapb_meta_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Checkpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Checkpoint) ProtoMessage() {}
+
+func (x *Checkpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_meta_metapb_meta_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
+func (*Checkpoint) Descriptor() ([]byte, []int) {
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Checkpoint) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Checkpoint) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *Checkpoint) GetSavedUnixNanos() int64 {
+	if x != nil && x.SavedUnixNanos != nil {
+		return *x.SavedUnixNanos
+	}
+	return 0
+}
+
+func (x *Checkpoint) GetBucketId() uint64 {
+	if x != nil {
+		return x.BucketId
+	}
+	return 0
+}
+
+func (x *Checkpoint) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
 // A chunk the collector condemned (meta.Condemned); the chunk's id is the
 // record's key.
 type Condemned struct {
@@ -854,7 +931,7 @@ type Condemned struct {
 
 func (x *Condemned) Reset() {
 	*x = Condemned{}
-	mi := &file_meta_metapb_meta_proto_msgTypes[9]
+	mi := &file_meta_metapb_meta_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +943,7 @@ func (x *Condemned) String() string {
 func (*Condemned) ProtoMessage() {}
 
 func (x *Condemned) ProtoReflect() protoreflect.Message {
-	mi := &file_meta_metapb_meta_proto_msgTypes[9]
+	mi := &file_meta_metapb_meta_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +956,7 @@ func (x *Condemned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condemned.ProtoReflect.Descriptor instead.
 func (*Condemned) Descriptor() ([]byte, []int) {
-	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{9}
+	return file_meta_metapb_meta_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Condemned) GetSinceUnixNanos() int64 {
@@ -981,7 +1058,15 @@ const file_meta_metapb_meta_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x121\n" +
 	"\x12expires_unix_nanos\x18\x03 \x01(\x03H\x00R\x10expiresUnixNanos\x88\x01\x01B\x15\n" +
-	"\x13_expires_unix_nanos\"O\n" +
+	"\x13_expires_unix_nanos\"\xab\x01\n" +
+	"\n" +
+	"Checkpoint\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06holder\x18\x02 \x01(\tR\x06holder\x12-\n" +
+	"\x10saved_unix_nanos\x18\x03 \x01(\x03H\x00R\x0esavedUnixNanos\x88\x01\x01\x12\x1b\n" +
+	"\tbucket_id\x18\x04 \x01(\x06R\bbucketId\x12\x10\n" +
+	"\x03key\x18\x05 \x01(\tR\x03keyB\x13\n" +
+	"\x11_saved_unix_nanos\"O\n" +
 	"\tCondemned\x12-\n" +
 	"\x10since_unix_nanos\x18\x01 \x01(\x03H\x00R\x0esinceUnixNanos\x88\x01\x01B\x13\n" +
 	"\x11_since_unix_nanosB*Z(github.com/stratafs/stratafs/meta/metapbb\x06proto3"
@@ -998,7 +1083,7 @@ func file_meta_metapb_meta_proto_rawDescGZIP() []byte {
 	return file_meta_metapb_meta_proto_rawDescData
 }
 
-var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_meta_metapb_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_meta_metapb_meta_proto_goTypes = []any{
 	(*Bucket)(nil),        // 0: stratafs.meta.Bucket
 	(*LifecycleRule)(nil), // 1: stratafs.meta.LifecycleRule
@@ -1009,19 +1094,20 @@ var file_meta_metapb_meta_proto_goTypes = []any{
 	(*Part)(nil),          // 6: stratafs.meta.Part
 	(*AccessKey)(nil),     // 7: stratafs.meta.AccessKey
 	(*Lease)(nil),         // 8: stratafs.meta.Lease
-	(*Condemned)(nil),     // 9: stratafs.meta.Condemned
-	nil,                   // 10: stratafs.meta.Version.UserMetaEntry
-	nil,                   // 11: stratafs.meta.Version.ChecksumsEntry
-	nil,                   // 12: stratafs.meta.Part.ChecksumsEntry
+	(*Checkpoint)(nil),    // 9: stratafs.meta.Checkpoint
+	(*Condemned)(nil),     // 10: stratafs.meta.Condemned
+	nil,                   // 11: stratafs.meta.Version.UserMetaEntry
+	nil,                   // 12: stratafs.meta.Version.ChecksumsEntry
+	nil,                   // 13: stratafs.meta.Part.ChecksumsEntry
 }
 var file_meta_metapb_meta_proto_depIdxs = []int32{
 	1,  // 0: stratafs.meta.Bucket.lifecycle:type_name -> stratafs.meta.LifecycleRule
 	3,  // 1: stratafs.meta.Version.content:type_name -> stratafs.meta.Content
-	10, // 2: stratafs.meta.Version.user_meta:type_name -> stratafs.meta.Version.UserMetaEntry
+	11, // 2: stratafs.meta.Version.user_meta:type_name -> stratafs.meta.Version.UserMetaEntry
 	4,  // 3: stratafs.meta.Version.posix:type_name -> stratafs.meta.Posix
-	11, // 4: stratafs.meta.Version.checksums:type_name -> stratafs.meta.Version.ChecksumsEntry
+	12, // 4: stratafs.meta.Version.checksums:type_name -> stratafs.meta.Version.ChecksumsEntry
 	2,  // 5: stratafs.meta.Upload.template:type_name -> stratafs.meta.Version
-	12, // 6: stratafs.meta.Part.checksums:type_name -> stratafs.meta.Part.ChecksumsEntry
+	13, // 6: stratafs.meta.Part.checksums:type_name -> stratafs.meta.Part.ChecksumsEntry
 	7,  // [7:7] is the sub-list for method output_type
 	7,  // [7:7] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
@@ -1041,13 +1127,14 @@ func file_meta_metapb_meta_proto_init() {
 	file_meta_metapb_meta_proto_msgTypes[7].OneofWrappers = []any{}
 	file_meta_metapb_meta_proto_msgTypes[8].OneofWrappers = []any{}
 	file_meta_metapb_meta_proto_msgTypes[9].OneofWrappers = []any{}
+	file_meta_metapb_meta_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meta_metapb_meta_proto_rawDesc), len(file_meta_metapb_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -84,6 +84,7 @@ var cases = []struct {
 	{"Leases/Acquire", testLeasesAcquire},
 	{"Leases/Release", testLeasesRelease},
 	{"Leases/Race", testLeasesRace},
+	{"Checkpoints", testCheckpoints},
 	{"Orphans/None", testOrphansNone},
 	{"Ledger", testLedger},
 	{"Ledger/Many", testLedgerMany},
