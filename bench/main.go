@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"sync"
 	"text/tabwriter"
@@ -28,6 +29,8 @@ var (
 	quick = flag.Bool("quick", false, "smaller data sets, for a smoke run")
 	only  = flag.String("only", "", "run one group of figures only: meta, cassandra, s3 or fuse")
 	prof  = flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
+	block = flag.String("blockprofile", "", "write a profile of where goroutines waited (channels, locks, select) to this file")
+	mutex = flag.String("mutexprofile", "", "write a profile of contended mutexes to this file")
 )
 
 func main() {
@@ -50,6 +53,14 @@ func main() {
 			pprof.StopCPUProfile()
 			check(f.Close())
 		}()
+	}
+	if *block != "" {
+		runtime.SetBlockProfileRate(1)
+		defer writeProfile("block", *block)
+	}
+	if *mutex != "" {
+		runtime.SetMutexProfileFraction(1)
+		defer writeProfile("mutex", *mutex)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "backend\tfigure\tvalue\tunit\t")
@@ -122,6 +133,14 @@ func metaBackends(scratch string) []backend {
 		}, puts: 4, sets: 4, batch: 100,
 			note: "not a real cluster: client-go's in-process mock, data in memory, ¼-size data sets"},
 	}
+}
+
+// writeProfile writes the runtime's profile of that name to path.
+func writeProfile(name, path string) {
+	f, err := os.Create(path)
+	check(err)
+	check(pprof.Lookup(name).WriteTo(f, 0))
+	check(f.Close())
 }
 
 func check(err error) {
