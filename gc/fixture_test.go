@@ -3,6 +3,7 @@ package gc_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -15,10 +16,14 @@ import (
 	"testing"
 	"time"
 
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+
 	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/data/local"
 	"github.com/stratafs/stratafs/gc"
 	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/meta/cassandra"
+	"github.com/stratafs/stratafs/meta/kv/bolt"
 	"github.com/stratafs/stratafs/meta/kv/mem"
 	"github.com/stratafs/stratafs/object"
 )
@@ -91,6 +96,40 @@ func newFixture(t *testing.T, wrap ...func(meta.Store) meta.Store) *fixture {
 		svc:   object.New(m, d, object.Options{Now: c.Now, ChunkSize: chunkSize, InlineMax: inlineMax}),
 		names: map[string]string{},
 	}
+}
+
+// onEachStore runs test on mem, on bolt and, when STRATAFS_CASSANDRA is
+// set, on Cassandra (a fresh keyspace, dropped afterwards): store, given
+// to newFixture, puts the store in place of mem.
+func onEachStore(t *testing.T, test func(t *testing.T, store ...func(meta.Store) meta.Store)) {
+	t.Run("mem", func(t *testing.T) { test(t) })
+	t.Run("bolt", func(t *testing.T) {
+		s, err := bolt.Open(filepath.Join(t.TempDir(), "meta.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		test(t, func(meta.Store) meta.Store { return s })
+	})
+	t.Run("cassandra", func(t *testing.T) {
+		hosts := os.Getenv("STRATAFS_CASSANDRA")
+		if hosts == "" {
+			t.Skip("SKIPPING: set STRATAFS_CASSANDRA=host:port to run the collector against Cassandra")
+		}
+		keyspace := "stratafs_gc_" + strings.ToLower(rand.Text()[:8])
+		s, err := cassandra.Open(t.Context(), strings.Split(hosts, ","), keyspace, cassandra.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			s.Close()
+			if cs, err := gocql.NewCluster(strings.Split(hosts, ",")...).CreateSession(); err == nil {
+				cs.Query("DROP KEYSPACE IF EXISTS " + keyspace).Exec()
+				cs.Close()
+			}
+		})
+		test(t, func(meta.Store) meta.Store { return s })
+	})
 }
 
 // at sets the clock to day0 plus days, and optionally hours and minutes.

@@ -21,6 +21,37 @@
 // period (default 1 h), so the chunks of a write still in flight, whose
 // row has not committed, are never taken.
 //
+// # Resuming an interrupted run
+//
+// The scan applies retention and marks referenced chunks in one walk,
+// bucket by bucket in name order, key by key. Every few seconds
+// (checkpointEvery), and when a run stops short (its context ends, its
+// lease is lost, the meta store fails), it saves the last key whose
+// expiries it applied as a checkpoint in the meta store (meta.Checkpoints,
+// name "gc"), where the collector of every process sharing the store
+// finds it. The next run starts its walk after that key, goes on to the
+// last bucket, wraps around to the first, and ends with the keys up to
+// the checkpoint; a run whose walk got round removes the checkpoint.
+// So the work of runs that keep being cut short (deploys, a stratafs gc
+// stopped with Ctrl-C) goes round the whole store instead of redoing its
+// first buckets each time.
+//
+// The checkpoint only decides where the walk begins: every run still
+// reads every row, because the sweep may only take a chunk once every
+// row has been marked in the filter, which cannot be saved half-built.
+// The rows an interrupted run already went through cost the next one
+// only their reading (about a million rows a second), as its retention
+// finds nothing left to expire there. So a checkpoint of any age is safe
+// to use, one of a bucket since deleted (its id is
+// gone; a bucket created again under the name has another) is ignored,
+// and one saved late by a collector that lost its lease costs nothing
+// but the order. Retention is idempotent, so the keys a killed run
+// walked after its last save (a few seconds' worth) are walked again
+// harmlessly. The sweep restarts with the run too, and loses
+// nothing by it: a chunk condemned by an interrupted run stays condemned
+// in the ledger, and the next run that finds it unreferenced, a grace
+// period later, deletes it.
+//
 // # Condemned, then executed
 //
 // A chunk found unreferenced is not deleted at once: it is condemned, in
@@ -213,6 +244,11 @@ type Stats struct {
 	ReclaimedBytes int64
 	Pardoned       int64
 
+	// ResumedBucket and ResumedKey are set when an interrupted run left a
+	// checkpoint: the retention pass began after that key, and wrapped
+	// around to the keys before it.
+	ResumedBucket, ResumedKey string
+
 	FilterBytes int // memory of the run's filters
 	Elapsed     time.Duration
 }
@@ -263,6 +299,12 @@ type run struct {
 	cutoff time.Time
 	sw     *sweeper
 	st     Stats
+	// checkpoint is set when the scan applies retention and saves where
+	// it got to (checkpoint.go): done, the last key it finished, saved
+	// at saved.
+	checkpoint bool
+	done       *meta.Checkpoint
+	saved      time.Time
 	// check, when set, probes every chunk a row or part references
 	// (fsck) and reports what is missing.
 	check func(Missing)
@@ -353,15 +395,34 @@ func (r *run) scan(ctx context.Context, retain bool) error {
 	if !found {
 		return fmt.Errorf("bucket %s: %w", r.o.Bucket, meta.ErrNoSuchBucket)
 	}
-	for _, b := range buckets {
+	r.checkpoint = retain && !r.o.DryRun
+	start, after := 0, ""
+	if r.checkpoint {
+		start, after = r.resume(ctx, buckets)
+	}
+	pass := func(b meta.Bucket) *bucketPass {
 		p := &bucketPass{r: r, b: b}
 		if retain && (r.o.Bucket == "" || r.o.Bucket == b.Name) && len(b.Lifecycle) > 0 {
 			p.policy = object.NewPolicy(b.Lifecycle, r.now)
 		}
+		return p
+	}
+	var passes []*bucketPass
+	for i := range buckets {
+		passes = append(passes, pass(buckets[(start+i)%len(buckets)]))
+	}
+	if after != "" {
+		last := pass(buckets[start])
+		passes[0].after, last.through = after, after
+		passes = append(passes, last)
+	}
+	for _, p := range passes {
 		if err := p.run(ctx); err != nil && !errors.Is(err, meta.ErrNoSuchBucket) {
+			r.interrupted(ctx)
 			return err
 		}
 	}
+	r.completed(ctx)
 	return nil
 }
 

@@ -2,21 +2,13 @@ package gc_test
 
 import (
 	"bytes"
-	"crypto/rand"
 	"io"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
-
-	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
 	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/gc"
 	"github.com/stratafs/stratafs/meta"
-	"github.com/stratafs/stratafs/meta/cassandra"
-	"github.com/stratafs/stratafs/meta/kv/bolt"
 	"github.com/stratafs/stratafs/object"
 )
 
@@ -29,34 +21,7 @@ import (
 // new row shares again is pardoned. It runs on mem, on bolt and, when
 // STRATAFS_CASSANDRA is set, on Cassandra.
 func TestReaderInAnotherProcess(t *testing.T) {
-	t.Run("mem", func(t *testing.T) { readerInAnotherProcess(t) })
-	t.Run("bolt", func(t *testing.T) {
-		s, err := bolt.Open(filepath.Join(t.TempDir(), "meta.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		readerInAnotherProcess(t, func(meta.Store) meta.Store { return s })
-	})
-	t.Run("cassandra", func(t *testing.T) {
-		hosts := os.Getenv("STRATAFS_CASSANDRA")
-		if hosts == "" {
-			t.Skip("SKIPPING: set STRATAFS_CASSANDRA=host:port to run the collector against Cassandra")
-		}
-		keyspace := "stratafs_gc_" + strings.ToLower(rand.Text()[:8])
-		s, err := cassandra.Open(t.Context(), strings.Split(hosts, ","), keyspace, cassandra.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			s.Close()
-			if cs, err := gocql.NewCluster(strings.Split(hosts, ",")...).CreateSession(); err == nil {
-				cs.Query("DROP KEYSPACE IF EXISTS " + keyspace).Exec()
-				cs.Close()
-			}
-		})
-		readerInAnotherProcess(t, func(meta.Store) meta.Store { return s })
-	})
+	onEachStore(t, readerInAnotherProcess)
 }
 
 func readerInAnotherProcess(t *testing.T, store ...func(meta.Store) meta.Store) {

@@ -11,22 +11,28 @@ import (
 )
 
 // A bucketPass walks one bucket: its rows, key by key through the
-// retention policy if there is one, then its uploads.
+// retention policy if there is one, then its uploads. A run resumed at a
+// checkpoint walks the bucket it names in two passes: the keys after the
+// checkpoint's first, then, once every other bucket is done, those up to
+// it (through).
 type bucketPass struct {
-	r      *run
-	b      meta.Bucket
-	policy *object.Policy // nil: nothing expires
+	r       *run
+	b       meta.Bucket
+	policy  *object.Policy // nil: nothing expires
+	after   string         // the key the rows start after; "" for the first
+	through string         // the last key walked; "" for the bucket's last, and its uploads
 
 	key     string          // the key whose rows are streaming past
+	ended   string          // the last key whose rows all streamed past
 	pass    *object.KeyPass // its judge
 	skipped bool            // an expiry of key was skipped: keep its marker
 	pending []object.Expiry // this page's expiries, applied at its end
 }
 
 func (p *bucketPass) run(ctx context.Context) error {
-	p.r.st.Buckets++
 	err := p.rows(ctx)
-	if err == nil {
+	if err == nil && p.through == "" {
+		p.r.st.Buckets++
 		err = p.uploads(ctx)
 	}
 	if err != nil {
@@ -40,23 +46,30 @@ func (p *bucketPass) run(ctx context.Context) error {
 // "null" for a null row, whose position is lost once it is removed), so
 // rows removed meanwhile make it neither skip nor repeat any.
 func (p *bucketPass) rows(ctx context.Context) error {
-	o := meta.VersionListOptions{MaxKeys: meta.MaxListKeys}
+	o := meta.VersionListOptions{KeyMarker: p.after, MaxKeys: meta.MaxListKeys}
 	for {
 		page, err := meta.ListVersions(ctx, p.r.meta, p.b, o)
 		if err != nil {
 			return err
 		}
 		var ids []data.ChunkID
+		end := !page.IsTruncated || len(page.Versions) == 0
 		for _, e := range page.Versions {
+			if p.through != "" && e.Key > p.through {
+				end = true
+				break
+			}
 			ids = p.row(ctx, ids, e.Version)
 		}
-		end := !page.IsTruncated || len(page.Versions) == 0
 		if end {
 			p.endKey()
 		}
 		p.r.sw.mark(ids)
 		if err := p.flush(ctx); err != nil {
 			return err
+		}
+		if p.ended != "" {
+			p.r.progressed(ctx, p.b, p.ended)
 		}
 		p.r.report("scan", p.b.Name, p.key)
 		if end {
@@ -103,6 +116,9 @@ func (p *bucketPass) keep(ctx context.Context, ids []data.ChunkID, v *meta.Versi
 
 // endKey ends the current key's pass: its delete marker may go.
 func (p *bucketPass) endKey() {
+	if p.key != "" {
+		p.ended = p.key
+	}
 	if p.pass != nil && !p.skipped {
 		if e, ok := p.pass.End(); ok {
 			p.pending = append(p.pending, e)
