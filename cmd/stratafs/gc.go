@@ -140,6 +140,9 @@ func printSummary(w io.Writer, st *gc.Stats, dry bool) {
 		fmt.Fprintln(w, "condemned chunks are deleted by the first run at least the grace period later that finds them still unreferenced")
 	}
 	fmt.Fprintf(w, "read %d rows and %d upload parts of %d buckets in %v\n", st.Rows, st.Parts, st.Buckets, st.Elapsed.Round(time.Millisecond))
+	if st.ResumedBucket != "" {
+		fmt.Fprintf(w, "resumed where an interrupted run stopped: after %s %q, then round to it\n", st.ResumedBucket, st.ResumedKey)
+	}
 	if dry {
 		fmt.Fprintln(w, "dry run: nothing was changed")
 	}
@@ -188,6 +191,9 @@ func (p *progress) show(pr gc.Progress) {
 	case "scan":
 		line = fmt.Sprintf("scan %s at %q: %d rows, %d expired, %d uploads aborted",
 			pr.Bucket, pr.Key, pr.Rows, pr.CurrentExpired+pr.NoncurrentExpired+pr.MarkersRemoved, pr.UploadsAborted)
+		if pr.ResumedBucket != "" {
+			line += fmt.Sprintf(" (resumed after %s %q)", pr.ResumedBucket, pr.ResumedKey)
+		}
 	default:
 		line = fmt.Sprintf("sweep: %d chunks, %d unreferenced, %d condemned, %d reclaimed (%s)",
 			pr.Chunks, pr.Unreferenced, pr.Condemned, pr.Reclaimed, bytesize(pr.ReclaimedBytes))

@@ -151,6 +151,11 @@ func TestGCProgressLine(t *testing.T) {
 		t.Fatalf("scan line: %q", got)
 	}
 	p.last = time.Time{} // redraws are throttled; this one is due
+	p.show(gc.Progress{Phase: "scan", Bucket: "docs", Key: "c", Stats: gc.Stats{ResumedBucket: "docs", ResumedKey: "a/b"}})
+	if got := b.String(); !strings.Contains(got, `scan docs at "c": 0 rows, 0 expired, 0 uploads aborted (resumed after docs "a/b")`) {
+		t.Fatalf("scan line of a resumed run: %q", got)
+	}
+	p.last = time.Time{}
 	p.show(gc.Progress{Phase: "sweep", Stats: gc.Stats{Chunks: 5000, Unreferenced: 7, Condemned: 4, Reclaimed: 2, ReclaimedBytes: 2048}})
 	if got := b.String(); !strings.Contains(got, "\rsweep: 5000 chunks, 7 unreferenced, 4 condemned, 2 reclaimed (2.0 KiB)") {
 		t.Fatalf("sweep line: %q", got)

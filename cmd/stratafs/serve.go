@@ -240,6 +240,9 @@ func startCollector(ctx context.Context, svc *object.Service, interval, grace ti
 				slog.Int64("chunks_reclaimed", st.Reclaimed), slog.Int64("bytes_reclaimed", st.ReclaimedBytes),
 				slog.Duration("took", st.Elapsed),
 			}
+			if st.ResumedBucket != "" {
+				attrs = append(attrs, slog.String("resumed_bucket", st.ResumedBucket), slog.String("resumed_after", st.ResumedKey))
+			}
 			if err != nil {
 				attrs = append(attrs, slog.String("err", err.Error()))
 			}
