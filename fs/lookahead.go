@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,9 @@ const (
 type lookahead struct {
 	mu    sync.Mutex
 	walks []*walk // the least recently used first
+	// reading holds the pages being read from the store: a commit
+	// during the read is marked in them as in the pages of the walks.
+	reading []*page
 }
 
 // A walk is a series of lookups in one directory in listing order.
@@ -44,38 +48,56 @@ type walk struct {
 	page  *page
 }
 
-// A page is a piece of a directory's listing: the keys after from, up to
-// and including to ("" when it reaches the end of the directory).
+// A page is a piece of the listing of the directory of prefix: the keys
+// after from, up to and including to ("" when it reaches the end of the
+// directory, or while the page is being read). A commit of this process
+// does not make the whole page stale, only the name it changed (see
+// changed): a thread renaming or rewriting the files of a directory in
+// order keeps its page, where dropping it at every commit cost a page
+// read per commit per walk, under the directory's lock in the kernel.
 type page struct {
+	prefix   string
 	from, to string
 	files    map[string]*meta.Version
 	dirs     map[string]bool // keys that are directories
-	commits  uint64          // the Service's count when it was read
-	read     time.Time
+	// changed holds the names of the page's range that a commit of this
+	// process changed since the read began: the store answers for them.
+	changed map[string]bool
+	read    time.Time // when the read began
 }
 
-// covers reports whether p answers for key.
+// covers reports whether p's range holds key.
 func (p *page) covers(key string) bool {
 	return key > p.from && (p.to == "" || key <= p.to)
 }
 
+// answers reports whether p tells what key is: the page covers it, the
+// key is no directory (whose marker holds its attributes) and no commit
+// of this process changed it since the page was read.
+func (p *page) answers(key string) bool {
+	return p.covers(key) && !p.dirs[key] && !p.changed[key]
+}
+
 // stat answers what key, in the directory of prefix, names: from a page
-// of a walk when one covers it and is still fresh (no commit in this
-// process since it was read, and younger than the entry timeout, the
-// bound on what other processes' changes the mount may miss anyway),
-// else from the store. A directory is always asked of the store: its
-// marker holds its attributes.
+// of a walk when one answers for it and is younger than the entry timeout
+// (the bound on what other processes' changes the mount may miss anyway;
+// this process's commits are marked in the pages as they land), else from
+// the store.
 func (f *fsys) stat(ctx context.Context, prefix, key string) (object.Node, error) {
 	if f.opts.EntryTimeout <= 0 {
 		return f.svc.Stat(ctx, f.bucket, key)
 	}
 	a := &f.ahead
 	a.mu.Lock()
-	w, p := a.find(prefix, key, f.svc.Commits(), time.Now().Add(-f.opts.EntryTimeout))
-	if p != nil && !p.dirs[key] {
+	w, p := a.find(prefix, key, time.Now().Add(-f.opts.EntryTimeout))
+	if p != nil {
 		w.last = key
+		answered := p.answers(key)
 		a.mu.Unlock()
-		return object.Node{File: p.files[key]}, nil
+		if answered {
+			return object.Node{File: p.files[key]}, nil
+		}
+		return f.svc.Stat(ctx, f.bucket, key)
 	}
 	if w == nil {
 		a.startLocked(prefix, key)
@@ -90,16 +112,18 @@ func (f *fsys) stat(ctx context.Context, prefix, key string) (object.Node, error
 		a.mu.Unlock()
 		return f.svc.Stat(ctx, f.bucket, key)
 	}
+	p = a.beginLocked(prefix, after)
 	a.mu.Unlock()
-	p = f.readPage(ctx, prefix, after, size)
-	ok := p != nil && p.covers(key) && !p.dirs[key]
+	ok := f.readPage(ctx, p, size) && p.covers(key) && !p.dirs[key]
 	a.mu.Lock()
+	a.reading = slices.DeleteFunc(a.reading, func(r *page) bool { return r == p })
 	w.page, w.size = p, min(2*size, maxPage)
 	if !ok { // not a walk after all
 		w.page, w.size, w.ahead = nil, firstPage, 0
 	}
+	answered := ok && !p.changed[key]
 	a.mu.Unlock()
-	if !ok {
+	if !answered {
 		return f.svc.Stat(ctx, f.bucket, key)
 	}
 	return object.Node{File: p.files[key]}, nil
@@ -107,9 +131,9 @@ func (f *fsys) stat(ctx context.Context, prefix, key string) (object.Node, error
 
 // find returns the walk in the directory of prefix that is closest
 // behind key (threads walking parts of one directory each follow their
-// own), or nil, and its page if that covers key and was read by a count
-// of commits and after a time still current; mu is held.
-func (a *lookahead) find(prefix, key string, commits uint64, since time.Time) (*walk, *page) {
+// own), or nil, and its page if that covers key and was read after
+// since; mu is held.
+func (a *lookahead) find(prefix, key string, since time.Time) (*walk, *page) {
 	var best *walk
 	for i := len(a.walks) - 1; i >= 0; i-- {
 		w := a.walks[i]
@@ -117,7 +141,7 @@ func (a *lookahead) find(prefix, key string, commits uint64, since time.Time) (*
 			continue
 		}
 		if p := w.page; p != nil && p.covers(key) {
-			if p.commits != commits || p.read.Before(since) {
+			if p.read.Before(since) {
 				w.page = nil
 				return w, nil
 			}
@@ -146,23 +170,67 @@ func (a *lookahead) startLocked(prefix, key string) {
 	a.walks = append(a.walks, &walk{prefix: prefix, last: key, size: firstPage})
 }
 
-// readPage reads size entries of the directory of prefix after the key
-// after; nil if the store fails (the lookup then asks it itself).
-func (f *fsys) readPage(ctx context.Context, prefix, after string, size int) *page {
-	commits := f.svc.Commits() // before the read: a commit during it makes the page stale
-	res, err := f.svc.List(ctx, f.bucket, meta.ListOptions{Prefix: prefix, Delimiter: "/", After: after, MaxKeys: size})
+// beginLocked returns a page of the directory of prefix after the key
+// after, to be read, and counts it among the pages being read (the caller
+// takes it off once it is read); mu is held.
+func (a *lookahead) beginLocked(prefix, after string) *page {
+	p := &page{prefix: prefix, from: after, read: time.Now()}
+	a.reading = append(a.reading, p)
+	return p
+}
+
+// changed marks key, which a commit of this process changed, in the pages
+// of its directory, read or being read, that cover it: the name it lies
+// under (itself, or the subdirectory that holds it) is then asked of the
+// store. It runs after the commit landed and before the journal lets
+// anyone wait for it, so no lookup that must see the change meets a page
+// that does not know of it.
+func (a *lookahead) changed(key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	mark := func(p *page) {
+		if p == nil || !strings.HasPrefix(key, p.prefix) {
+			return
+		}
+		name := key[len(p.prefix):]
+		if i := strings.IndexByte(name, '/'); i >= 0 {
+			name = name[:i]
+		}
+		if k := p.prefix + name; p.covers(k) {
+			if p.changed == nil {
+				p.changed = map[string]bool{}
+			}
+			p.changed[k] = true
+		}
+	}
+	for _, w := range a.walks {
+		mark(w.page)
+	}
+	for _, p := range a.reading {
+		mark(p)
+	}
+}
+
+// readPage reads p, size entries from its start, and reports whether the
+// store answered (if not, the lookup asks it itself). p's range is set
+// under the lookahead's lock: changed reads it meanwhile.
+func (f *fsys) readPage(ctx context.Context, p *page, size int) bool {
+	res, err := f.svc.List(ctx, f.bucket, meta.ListOptions{Prefix: p.prefix, Delimiter: "/", After: p.from, MaxKeys: size})
 	if err != nil {
-		return nil
+		return false
 	}
-	p := &page{from: after, files: make(map[string]*meta.Version, len(res.Objects)), dirs: map[string]bool{}, commits: commits, read: time.Now()}
-	if res.IsTruncated {
-		p.to = res.Next
-	}
+	p.files = make(map[string]*meta.Version, len(res.Objects))
+	p.dirs = map[string]bool{}
 	for _, v := range res.Objects {
 		p.files[v.Key] = v
 	}
 	for _, d := range res.CommonPrefixes {
 		p.dirs[strings.TrimSuffix(d, "/")] = true
 	}
-	return p
+	if res.IsTruncated {
+		f.ahead.mu.Lock()
+		p.to = res.Next
+		f.ahead.mu.Unlock()
+	}
+	return true
 }

@@ -53,9 +53,17 @@ func Mount(ctx context.Context, svc *object.Service, bucket, dir string, o Optio
 	q := newInvalidator(root.EmbeddedInode())
 	f.invalid = q.add
 	f.j = newJournal(svc, bucket, f.log, &f.own, q.failed)
+	// The pages read ahead learn of every commit, the mount's own too,
+	// from before the kernel can ask for the first of them.
+	cancelAhead := svc.Watch(func(c object.Change) {
+		if c.Bucket == bucket {
+			f.ahead.changed(c.Key)
+		}
+	})
 	server, err := fusefs.Mount(dir, root, f.fuseOptions())
 	if err != nil {
 		f.j.close()
+		cancelAhead()
 		q.close()
 		return nil, fmt.Errorf("mount %s on %s: %w", bucket, dir, err)
 	}
@@ -69,6 +77,7 @@ func Mount(ctx context.Context, svc *object.Service, bucket, dir string, o Optio
 		// Nothing can be changed any more: commit what is queued.
 		f.j.close()
 		cancel()
+		cancelAhead()
 		q.close()
 		close(m.done)
 	}()

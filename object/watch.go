@@ -2,7 +2,6 @@ package object
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"github.com/stratafs/stratafs/meta"
 )
@@ -15,15 +14,14 @@ type Change struct {
 // Watch registers fn to be called after every commit of this Service, once
 // per changed key, on the committing goroutine: it must be quick and must
 // not call back into the Service. The mount uses it to invalidate kernel
-// caches the moment an S3 write lands in the same process. The returned
+// caches the moment an S3 write lands in the same process, and to mark
+// every commit in the pages of listings it read ahead. The returned
 // function unregisters fn.
 func (s *Service) Watch(fn func(Change)) (cancel func()) {
 	return s.watchers.add(fn)
 }
 
 type watchers struct {
-	commits atomic.Uint64
-
 	mu   sync.RWMutex
 	next int
 	fns  map[int]func(Change)
@@ -45,13 +43,7 @@ func (w *watchers) add(fn func(Change)) func() {
 	}
 }
 
-// Commits counts the commits this Service has made. A cache of what the
-// store answered may keep serving, as far as this process's writes are
-// concerned, while the count has not changed since it was read.
-func (s *Service) Commits() uint64 { return s.watchers.commits.Load() }
-
 func (s *Service) notify(bucket string, ms []meta.Mutation) {
-	s.watchers.commits.Add(1)
 	s.watchers.mu.RLock()
 	defer s.watchers.mu.RUnlock()
 	for _, fn := range s.watchers.fns {
