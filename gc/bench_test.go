@@ -18,25 +18,29 @@ import (
 	"github.com/stratafs/stratafs/object"
 )
 
+// benchStores are the meta stores the benchmarks run on: in memory and
+// the embedded default.
+var benchStores = []struct {
+	name string
+	open func(b *testing.B) meta.Store
+}{
+	{"mem", func(*testing.B) meta.Store { return mem.New() }},
+	{"bolt", func(b *testing.B) meta.Store {
+		s, err := bolt.Open(filepath.Join(b.TempDir(), "meta.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}},
+}
+
 // BenchmarkRun measures a collection over a bucket of keys with two
 // versions each (inline, so that rows, not chunks, are what costs):
 // "scan" expires nothing, "expire" removes every noncurrent version.
 // It reports rows read per second.
 func BenchmarkRun(b *testing.B) {
 	const keys = 20000
-	for _, engine := range []struct {
-		name string
-		open func(b *testing.B) meta.Store
-	}{
-		{"mem", func(*testing.B) meta.Store { return mem.New() }},
-		{"bolt", func(b *testing.B) meta.Store {
-			s, err := bolt.Open(filepath.Join(b.TempDir(), "meta.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			return s
-		}},
-	} {
+	for _, engine := range benchStores {
 		for _, expire := range []bool{false, true} {
 			name := engine.name + "/scan"
 			if expire {
@@ -113,19 +117,7 @@ func fill(b *testing.B, svc *object.Service, keys int) meta.Bucket {
 // collection and the runs it took.
 func BenchmarkSweep(b *testing.B) {
 	const chunks = 10000
-	for _, engine := range []struct {
-		name string
-		open func(b *testing.B) meta.Store
-	}{
-		{"mem", func(*testing.B) meta.Store { return mem.New() }},
-		{"bolt", func(b *testing.B) meta.Store {
-			s, err := bolt.Open(filepath.Join(b.TempDir(), "meta.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			return s
-		}},
-	} {
+	for _, engine := range benchStores {
 		b.Run(engine.name, func(b *testing.B) {
 			ctx := context.Background()
 			var reclaimed, runs int64
