@@ -80,7 +80,7 @@ func parseAuthorization(h string) (authorization, error) {
 		seen[i] = true
 	}
 	if seen != [3]bool{true, true, true} {
-		return a, fmt.Errorf("Credential, SignedHeaders and Signature are all required: %w", ErrMalformedHeader)
+		return a, fmt.Errorf("the fields Credential, SignedHeaders and Signature are all required: %w", ErrMalformedHeader)
 	}
 	return a, nil
 }
