@@ -264,7 +264,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 			return nil, 0, n.fsys.errno("open", err)
 		}
 		var fl uint32
-		if n.v.ID == n.cached && len(n.reading) == n.reading[n.v.ID] {
+		if n.v.ID == n.cached && onlyReading(n.reading, n.v.ID) {
 			fl = fuse.FOPEN_KEEP_CACHE
 		}
 		n.cached = n.v.ID
@@ -323,13 +323,24 @@ func (n *fileNode) commitLocked(ctx context.Context, d *draft) syscall.Errno {
 	return 0
 }
 
-// closed records that a read handle of version id was released.
+// closed records that a read handle of version id was released. A handle
+// of another version than the cached one may have filled the page cache
+// with its bytes after the cached version was recorded, so the cache is
+// no longer known to hold it.
 func (n *fileNode) closed(id meta.VersionID) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.reading[id]--; n.reading[id] <= 0 {
 		delete(n.reading, id)
 	}
+	if id != n.cached {
+		n.cached = meta.VersionID{}
+	}
+}
+
+// onlyReading reports whether every read handle open reads version id.
+func onlyReading(reading map[meta.VersionID]int, id meta.VersionID) bool {
+	return len(reading) == 0 || len(reading) == 1 && reading[id] > 0
 }
 
 // flush queues d's changes for a close, and reports a queued change of
