@@ -283,7 +283,17 @@ type mountProcess struct {
 func startMount(t *testing.T, bin, dataDir, dir string, flags ...string) *mountProcess {
 	t.Helper()
 	args := append(append([]string{"--data-dir", dataDir, "mount"}, flags...), "bkt", dir)
-	cmd := exec.Command(bin, args...)
+	p := &mountProcess{cmd: exec.Command(bin, args...), dir: dir}
+	runUntilMounted(t, p.cmd, "mounted bucket bkt", p.kill)
+	return p
+}
+
+// runUntilMounted starts cmd, a `stratafs mount`, and returns once its
+// first line of output starts with want. stop is registered with t as
+// soon as the process runs, so that a mount that fails leaves nothing
+// behind.
+func runUntilMounted(t *testing.T, cmd *exec.Cmd, want string, stop func()) {
+	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -292,14 +302,12 @@ func startMount(t *testing.T, bin, dataDir, dir string, flags ...string) *mountP
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &mountProcess{cmd: cmd, dir: dir}
-	t.Cleanup(func() { p.kill() })
+	t.Cleanup(stop)
 	line, err := bufio.NewReader(out).ReadString('\n')
-	if !strings.HasPrefix(line, "mounted bucket bkt") {
-		t.Fatalf("stratafs mount printed %q, %v", line, err)
+	if !strings.HasPrefix(line, want) {
+		t.Fatalf("stratafs mount printed %q (%v) and stopped", line, err)
 	}
 	go io.Copy(io.Discard, out)
-	return p
 }
 
 // kill kills the process, as a crash would, and detaches the dead mount.

@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"bufio"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,21 +100,8 @@ type userMount struct {
 func (u *userSetup) mount(uid int, dataDir, bucket, dir string, flags ...string) *userMount {
 	u.t.Helper()
 	cmd := u.command(uid, append([]string{u.bin, "--data-dir", dataDir, "mount", bucket, dir}, flags...)...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		u.t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		u.t.Fatal(err)
-	}
-	// Runs before the process is killed: a failed test leaves no mount.
-	u.t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH); cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if !strings.HasPrefix(line, "mounted bucket") {
-		u.t.Fatalf("stratafs mount printed %q (%v) and stopped", line, err)
-	}
-	go io.Copy(io.Discard, out)
+	// Unmounts before the process is killed: a failed test leaves no mount.
+	runUntilMounted(u.t, cmd, "mounted bucket", func() { syscall.Unmount(dir, syscall.MNT_DETACH); cmd.Process.Kill(); cmd.Wait() })
 	return &userMount{cmd: cmd, dir: dir}
 }
 
