@@ -46,7 +46,7 @@ func commands() []command {
 		{"ls", "ls [BUCKET[/PREFIX]] [--versions] [--as-of TIME] [--recursive]", runLs},
 		{"rm", "rm BUCKET/KEY [--version V]", runRm},
 		{"mount", "mount BUCKET DIR [--as-of TIME] [--read-only] [--allow-other] [--uid N] [--gid N] [--umask 022] [--attr-timeout 1s] [--entry-timeout 1s]", configured(runMount)},
-		{"serve", "serve [--listen ADDR] [--region R] [--domain D] [--tls-cert F --tls-key F] [--log-level L] [--max-writes N] [--metrics-listen ADDR] [--gc-interval 1h] [--gc-grace 1h] [--mount BUCKET:DIR]… [mount flags]", configured(runServe)},
+		{"serve", "serve [--listen ADDR] [--region R] [--domain D] [--tls-cert F --tls-key F] [--log-level L] [--max-writes N] [--max-requests N] [--max-reads N] [--metrics-listen ADDR] [--gc-interval 1h] [--gc-grace 1h] [--mount BUCKET:DIR]… [mount flags]", configured(runServe)},
 		{"key", "key create [--name N] | ls | rm ID", runKey},
 		{"gc", "gc [--dry-run] [--bucket B] [--grace 1h]", runGC},
 		{"fsck", "fsck [--repair] [--grace 1h]", runFsck},
