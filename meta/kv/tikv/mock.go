@@ -39,7 +39,7 @@ func NewStoppableMock(prefix string, timeout time.Duration) (*Mock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mock TiKV meta store: %w", err)
 	}
-	return &Mock{Store: kv.New(newEngine(s, prefix, timeout)), cluster: c, store: c.GetAllStores()[0].GetId()}, nil
+	return &Mock{Store: kv.New(newMockEngine(s, prefix, timeout)), cluster: c, store: c.GetAllStores()[0].GetId()}, nil
 }
 
 // Stop stops the cluster's only store: every call fails with

@@ -163,7 +163,7 @@ func NewMock(prefix string) (meta.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mock TiKV meta store: %w", err)
 	}
-	return kv.New(newEngine(s, prefix, defaultTimeout)), nil
+	return kv.New(newMockEngine(s, prefix, defaultTimeout)), nil
 }
 
 // newMockCluster starts a mock cluster and returns a client of it.
@@ -196,9 +196,17 @@ type engine struct {
 	prefix  []byte        // the namespace: the key prefix and a zero byte
 	timeout time.Duration // bounds each Update and View
 	expired error         // the cause of a call's context when timeout passes
+	mock    bool          // on client-go's mock cluster (see collectMock)
 
 	mu     sync.RWMutex // held shared by calls in flight, exclusively by Close
 	closed bool
+}
+
+// newMockEngine is newEngine on a client of client-go's mock cluster.
+func newMockEngine(s *tikv.KVStore, prefix string, timeout time.Duration) *engine {
+	e := newEngine(s, prefix, timeout)
+	e.mock = true
+	return e
 }
 
 func newEngine(s *tikv.KVStore, prefix string, timeout time.Duration) *engine {

@@ -60,7 +60,7 @@ func mockCluster(t *testing.T) (*tikv.KVStore, *testutils.MockCluster) {
 func mockEngine(t *testing.T, prefix string) *engine {
 	t.Helper()
 	s, _ := mockCluster(t)
-	return newEngine(s, prefix, defaultTimeout)
+	return newMockEngine(s, prefix, defaultTimeout)
 }
 
 func set(t *testing.T, e *engine, kvs ...string) {
