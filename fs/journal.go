@@ -196,14 +196,6 @@ func (j *journal) dropHeads(c *change) {
 	}
 }
 
-// head returns the head of key if it has changes queued or in flight.
-func (j *journal) head(key string) (queuedHead, bool) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	h, ok := j.heads[key]
-	return h, ok
-}
-
 // headsUnder returns the heads of the keys under prefix ("" for every
 // key) with changes queued or in flight; nil when there are none.
 func (j *journal) headsUnder(prefix string) map[string]queuedHead {

@@ -29,9 +29,11 @@ type pager interface {
 }
 
 // A dirHandle streams a listing to the kernel as it reads it: it holds one
-// page of the store's listing at most, so `ls` of a huge directory starts
-// at once and memory stays flat. Seeking back (rewinddir) starts the
-// listing over. go-fuse serializes the calls on one handle.
+// page of the store's listing and the last entries it handed out at most,
+// so `ls` of a huge directory starts at once and memory stays flat.
+// Seeking back to the start (rewinddir) starts the listing over; to an
+// entry handed out lately, goes on from there (see Seekdir). go-fuse
+// serializes the calls on one handle.
 type dirHandle struct {
 	list   func() pager
 	lookup func(ctx context.Context, e dirent, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno)
@@ -42,7 +44,16 @@ type dirHandle struct {
 	done bool
 	off  uint64 // entries handed out, "." and ".." included
 	last dirent
+	// taken holds the last entries handed out (maxReplay to
+	// 2*maxReplay of them), so that a seek back among them hands them
+	// out again rather than listing the directory over (see Seekdir).
+	taken []dirent
 }
+
+// maxReplay is how many of the last entries handed out a handle keeps
+// for a seek back: more than go-fuse sends in one answer, which is what
+// the kernel seeks back within when it took only part of it.
+const maxReplay = 1024
 
 var (
 	_ = (fusefs.FileReaddirenter)((*dirHandle)(nil))
@@ -58,7 +69,7 @@ func newDirHandle(list func() pager, lookup func(context.Context, dirent, *fuse.
 }
 
 func (h *dirHandle) restart() {
-	h.pg, h.done, h.off = h.list(), false, 0
+	h.pg, h.done, h.off, h.taken = h.list(), false, 0, h.taken[:0]
 	h.buf = []dirent{{name: ".", mode: syscall.S_IFDIR}, {name: "..", mode: syscall.S_IFDIR}}
 }
 
@@ -76,16 +87,33 @@ func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 	}
 	h.last, h.buf = h.buf[0], h.buf[1:]
 	h.off++
+	if len(h.taken) == 2*maxReplay {
+		h.taken = append(h.taken[:0], h.taken[maxReplay:]...)
+	}
+	h.taken = append(h.taken, h.last)
 	return &fuse.DirEntry{Name: h.last.name, Mode: h.last.mode, Off: h.off}, 0
 }
 
-// Seekdir starts over and skips to the off'th entry: listings have no
-// stable positions to seek to, since entries come and go between reads.
+// Seekdir moves to just after the off'th entry handed out. Listings have
+// no stable positions (entries come and go between reads), so a seek
+// back among the entries kept in taken hands them out again, as they
+// were: counting entries from the start of a new listing would skip or
+// repeat as many names as were created or removed before off meanwhile.
+// A seek to 0 (rewinddir) starts the listing over, as opendir would; a
+// seek further back than taken (seekdir(3) to an old telldir) too, and
+// skips off entries; a seek forward reads on.
 func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	if off == h.off {
+	switch {
+	case off == h.off:
 		return 0
+	case off > 0 && off < h.off && h.off-off <= uint64(len(h.taken)):
+		k := len(h.taken) - int(h.off-off)
+		h.buf = append(slices.Clone(h.taken[k:]), h.buf...)
+		h.taken, h.off = h.taken[:k], off
+		return 0
+	case off < h.off:
+		h.restart()
 	}
-	h.restart()
 	for h.off < off {
 		de, errno := h.Readdirent(ctx)
 		if errno != 0 || de == nil {
@@ -113,8 +141,14 @@ func (h *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 
 // listPager lists the live keys of one directory: object.List with
 // delimiter "/", one page per call, overlaid with the mount's changes
-// still queued in the journal (see overlay); then the files created in
-// the mount and being written, which have no key yet.
+// still queued in the journal (see overlay) and with the files created in
+// the mount that the store may not list yet (see draftsIn).
+//
+// Every name is shown, or not, by the one page whose range holds it, as
+// that page was read: a name that existed before the listing started and
+// was not removed during it is listed exactly once, whatever the commits
+// do meanwhile. (A change made during the listing shows if its name's
+// page is read after it.)
 type listPager struct {
 	fsys  *fsys
 	root  bool      // hides the keys shadowed by .versions and .snapshots
@@ -122,13 +156,23 @@ type listPager struct {
 	after string
 	merge merger // its prefix is the directory's
 	// unlisted, if set, returns the entries of the files created in the
-	// directory and not committed yet: asked at the end of the listing,
-	// about the files there are then.
+	// directory that the store may not list yet: being written, or
+	// closed with their change queued. It is asked once, before the
+	// first page is read (see drafts).
 	unlisted func() []dirent
+	started  bool
+	drafts   []dirent // what unlisted returned, by name; the pages take theirs
 }
 
 func (p *listPager) next(ctx context.Context) ([]dirent, bool, error) {
 	prefix, after := p.merge.prefix, p.after
+	if !p.started {
+		p.started = true
+		if p.unlisted != nil {
+			p.drafts = p.unlisted()
+			slices.SortFunc(p.drafts, func(a, b dirent) int { return strings.Compare(a.name, b.name) })
+		}
+	}
 	var heads map[string]queuedHead
 	if p.at.IsZero() {
 		// Taken before the store is read: a change that commits in
@@ -140,14 +184,18 @@ func (p *listPager) next(ctx context.Context) ([]dirent, bool, error) {
 		return nil, false, p.fsys.errno("list "+prefix, err)
 	}
 	p.after = res.Next
-	var out []dirent
 	objs, cps := overlay(prefix, after, res, heads)
-	for len(objs) > 0 || len(cps) > 0 {
-		if len(cps) == 0 || len(objs) > 0 && objs[0].Key < cps[0] {
-			v := objs[0]
-			objs = objs[1:]
-			mode := p.fsys.posix(v, false).Mode & syscall.S_IFMT
-			out = p.merge.key(out, dirent{name: v.Key[len(prefix):], mode: mode, v: v}, v.Key)
+	files := p.draftsIn(res, objs, heads)
+	for _, v := range objs {
+		mode := p.fsys.posix(v, false).Mode & syscall.S_IFMT
+		files = append(files, dirent{name: v.Key[len(prefix):], mode: mode, v: v})
+	}
+	slices.SortFunc(files, func(a, b dirent) int { return strings.Compare(a.name, b.name) })
+	var out []dirent
+	for len(files) > 0 || len(cps) > 0 {
+		if len(cps) == 0 || len(files) > 0 && prefix+files[0].name < cps[0] {
+			out = p.merge.key(out, files[0], prefix+files[0].name)
+			files = files[1:]
 		} else {
 			out = p.merge.dir(out, cps[0])
 			cps = cps[1:]
@@ -156,28 +204,38 @@ func (p *listPager) next(ctx context.Context) ([]dirent, bool, error) {
 	if res.IsTruncated {
 		return p.hide(out), false, nil
 	}
-	out = p.merge.end(out)
-	return p.hide(append(out, p.writing(out, heads)...)), true, nil
+	return p.hide(p.merge.end(out)), true, nil
 }
 
-// writing returns the files being written in the mount that the listing
-// has not shown: out is its last page, which started after after, heads
-// what the journal held when it was read. The files are those there are
-// at the end, with their names then; one whose change was queued before
-// the page was read was left to the overlay (its page showed it, or it
-// came since), and one a rename queued since made did not exist when the
-// page was read (its old name may be listed).
-func (p *listPager) writing(out []dirent, heads map[string]queuedHead) []dirent {
-	if p.unlisted == nil {
-		return nil
+// draftsIn takes from p.drafts the files whose names the page res holds
+// (its last one takes the rest) and returns those it shows: the ones
+// neither the store listed (objs, the page overlaid) nor a queued change
+// answers for (heads, which the page's overlay applied). The files are
+// taken as they were when the listing started, not as each page is read,
+// so that a file closed before the listing is shown by its page even if
+// its change is queued and commits after that page was read (an empty
+// file is committed only at its release, after close(2) has returned:
+// see draft.emptied); and a file that a change made during the listing
+// touches is not shown a second time after its page. A file removed
+// since the listing started may be shown.
+func (p *listPager) draftsIn(res *meta.ListResult, objs []*meta.Version, heads map[string]queuedHead) []dirent {
+	prefix := p.merge.prefix
+	n := len(p.drafts)
+	if res.IsTruncated {
+		n, _ = slices.BinarySearchFunc(p.drafts, res.Next, func(e dirent, next string) int {
+			if prefix+e.name > next {
+				return 1
+			}
+			return -1
+		})
 	}
-	return slices.DeleteFunc(p.unlisted(), func(u dirent) bool {
-		if slices.ContainsFunc(out, func(e dirent) bool { return e.name == u.name }) {
-			return true
-		}
-		key := p.merge.prefix + u.name
-		h, ok := p.fsys.j.head(key)
-		return ok && (heads[key].c == h.c || len(h.c.keys) > 1)
+	page := p.drafts[:n]
+	p.drafts = p.drafts[n:]
+	return slices.DeleteFunc(page, func(e dirent) bool {
+		key := prefix + e.name
+		_, queued := heads[key]
+		_, listed := slices.BinarySearchFunc(objs, key, func(v *meta.Version, k string) int { return strings.Compare(v.Key, k) })
+		return queued || listed
 	})
 }
 

@@ -76,29 +76,31 @@ func TestOverlayShowsQueuedChangesWithinThePage(t *testing.T) {
 	}
 }
 
-func TestWritingLeavesQueuedFilesToTheOverlay(t *testing.T) {
-	before := &change{keys: []string{"p/old"}}
-	renamed := &change{keys: []string{"p/renamed", "p/source"}}
-	closed := &change{keys: []string{"p/closed"}}
-	j := &journal{heads: map[string]queuedHead{
-		"p/old": {c: before}, "p/renamed": {c: renamed}, "p/source": {c: renamed}, "p/closed": {c: closed},
-	}}
-	p := &listPager{fsys: &fsys{j: j}, merge: merger{prefix: "p/"}, unlisted: func() []dirent {
-		var ents []dirent
-		for _, name := range []string{"listed", "draft", "old", "renamed", "closed"} {
-			ents = append(ents, dirent{name: name})
-		}
-		return ents
-	}}
-	// When the last page was read only p/old's change was queued.
-	snapshot := map[string]queuedHead{"p/old": {c: before}}
-	var got []string
-	for _, e := range p.writing([]dirent{{name: "listed"}}, snapshot) {
-		got = append(got, e.name)
+func TestDraftsJoinThePageOfTheirName(t *testing.T) {
+	p := &listPager{merge: merger{prefix: "p/"}}
+	for _, name := range []string{"a", "c", "d", "e", "q", "z"} {
+		p.drafts = append(p.drafts, dirent{name: name, mode: syscall.S_IFREG})
 	}
-	// listed: shown; old: the overlay's; renamed: did not exist when the
-	// page was read; draft and closed: being written, or were then.
-	if want := []string{"draft", "closed"}; !slices.Equal(got, want) {
-		t.Errorf("writing adds %q, want %q", got, want)
+	names := func(ents []dirent) []string {
+		var s []string
+		for _, e := range ents {
+			s = append(s, e.name)
+		}
+		return s
+	}
+	page := &meta.ListResult{IsTruncated: true, Next: "p/e"}
+	objs := []*meta.Version{{Key: "p/b"}, {Key: "p/c"}}
+	heads := map[string]queuedHead{"p/d": {}} // a change queued: the overlay's to show
+	// a: not stored yet; c: stored; d: the overlay's; e: the page's last
+	// name; q and z: the next pages'.
+	if got, want := names(p.draftsIn(page, objs, heads)), []string{"a", "e"}; !slices.Equal(got, want) {
+		t.Errorf("the first page adds %q, want %q", got, want)
+	}
+	page = &meta.ListResult{IsTruncated: true, Next: "p/k/"}
+	if got := p.draftsIn(page, nil, nil); len(got) != 0 {
+		t.Errorf("a page with none of the files in its range adds %q", names(got))
+	}
+	if got, want := names(p.draftsIn(&meta.ListResult{}, nil, nil)), []string{"q", "z"}; !slices.Equal(got, want) {
+		t.Errorf("the last page adds %q, want %q", got, want)
 	}
 }
