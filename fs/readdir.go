@@ -229,7 +229,7 @@ func (p *listPager) draftsIn(res *meta.ListResult, objs []*meta.Version, heads m
 			return -1
 		})
 	}
-	page := p.drafts[:n]
+	page := p.drafts[:n:n] // the caller appends to what is left of it
 	p.drafts = p.drafts[n:]
 	return slices.DeleteFunc(page, func(e dirent) bool {
 		key := prefix + e.name
