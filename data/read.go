@@ -138,13 +138,24 @@ func (r *ReaderAt) section(ctx context.Context, off, end int64) io.Reader {
 	return io.NewSectionReader(sectionAt{ctx, r}, off, max(end-off, 0))
 }
 
-// NewReader streams the bytes [off, off+n) of m (n < 0: to the end). It
-// fetches the next piece (one chunk range at most) while the caller
-// consumes the current one, so that a slow client and a slow store
-// overlap without buffering more than two chunks. A range outside m fails
-// on the first Read with an error wrapping ErrRange. The caller must Close
-// the reader; ctx bounds every chunk read.
-func NewReader(ctx context.Context, s Store, m *Manifest, off, n int64) io.ReadCloser {
+// A Stream is a range of an object being read (NewReader). Besides
+// reading it, a caller may hand it a writer with WriteTo, which moves the
+// bytes with the fewest copies the store allows: chunks that are local
+// files go to the writer's ReadFrom as files, which net/http sends to the
+// client with sendfile, the bytes never entering this process.
+type Stream interface {
+	io.ReadCloser
+	io.WriterTo
+}
+
+// NewReader streams the bytes [off, off+n) of m (n < 0: to the end). From
+// a FileStore it reads each chunk's file in turn (the kernel reads ahead
+// within a file); from any other store it fetches the next piece (one
+// chunk range at most) while the caller consumes the current one, so that
+// a slow client and a slow store overlap without buffering more than two
+// chunks. A range outside m fails on the first Read with an error wrapping
+// ErrRange. The caller must Close the reader; ctx bounds every chunk read.
+func NewReader(ctx context.Context, s Store, m *Manifest, off, n int64) Stream {
 	if n < 0 {
 		n = m.Size - off
 	}
@@ -152,7 +163,10 @@ func NewReader(ctx context.Context, s Store, m *Manifest, off, n int64) io.ReadC
 		return errReader{fmt.Errorf("bytes %d+%d of %d: %w", off, n, m.Size, ErrRange)}
 	}
 	if len(m.Chunks) == 0 {
-		return io.NopCloser(bytes.NewReader(m.Inline[off : off+n]))
+		return inline{bytes.NewReader(m.Inline[off : off+n])}
+	}
+	if fs, ok := s.(FileStore); ok {
+		return &fileReader{ctx: ctx, ra: NewReaderAt(s, m), fs: fs, off: off, end: off + n}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	r := &reader{ctx: ctx, cancel: cancel, pieces: make(chan piece), left: n}
@@ -160,11 +174,17 @@ func NewReader(ctx context.Context, s Store, m *Manifest, off, n int64) io.ReadC
 	return r
 }
 
+// inline streams a manifest's inline bytes.
+type inline struct{ *bytes.Reader }
+
+func (inline) Close() error { return nil }
+
 // errReader fails every Read.
 type errReader struct{ err error }
 
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
-func (e errReader) Close() error             { return nil }
+func (e errReader) Read([]byte) (int, error)         { return 0, e.err }
+func (e errReader) WriteTo(io.Writer) (int64, error) { return 0, e.err }
+func (e errReader) Close() error                     { return nil }
 
 // A piece is a buffer of fetched bytes, or the error that ended fetching.
 type piece struct {
@@ -210,12 +230,42 @@ func (r *reader) fetch(ra *ReaderAt, off, end int64) {
 }
 
 func (r *reader) Read(p []byte) (int, error) {
+	if err := r.next(); err != nil {
+		return 0, err
+	}
+	n := copy(p, r.cur.b)
+	r.consume(n)
+	return n, nil
+}
+
+// WriteTo writes the rest of the range to w straight from the fetched
+// pieces, without copying them through a buffer of its own.
+func (r *reader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		if err := r.next(); err == io.EOF {
+			return total, nil
+		} else if err != nil {
+			return total, err
+		}
+		n, err := w.Write(r.cur.b)
+		r.consume(n)
+		total += int64(n)
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// next makes sure the current piece has bytes left, waiting for the next
+// one if needed; io.EOF at the end of the range.
+func (r *reader) next() error {
 	for len(r.cur.b) == 0 {
 		if r.err != nil {
-			return 0, r.err
+			return r.err
 		}
 		if r.left == 0 {
-			return 0, io.EOF
+			return io.EOF
 		}
 		r.release()
 		pc, ok := <-r.pieces
@@ -229,10 +279,13 @@ func (r *reader) Read(p []byte) (int, error) {
 			r.cur = pc
 		}
 	}
-	n := copy(p, r.cur.b)
+	return nil
+}
+
+// consume drops the first n bytes of the current piece.
+func (r *reader) consume(n int) {
 	r.cur.b = r.cur.b[n:]
 	r.left -= int64(n)
-	return n, nil
 }
 
 // release gives the current piece's buffer back.

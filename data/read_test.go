@@ -94,3 +94,32 @@ func TestReaderCanceled(t *testing.T) {
 		t.Fatalf("after cancel: %d more bytes, %v; want context.Canceled", n, err)
 	}
 }
+
+// WriteTo streams the same bytes as Read, and a missing chunk fails it
+// after the bytes before it.
+func TestReaderWriteTo(t *testing.T) {
+	ctx := context.Background()
+	s := newMem()
+	m, b := written(t, s, 3*testChunk+5)
+	for _, r := range [][2]int64{{0, -1}, {1, testChunk}, {testChunk - 1, 2*testChunk + 3}} {
+		var w bytes.Buffer
+		rd := data.NewReader(ctx, s, m, r[0], r[1])
+		n, err := rd.WriteTo(&w)
+		rd.Close()
+		want := b[r[0]:]
+		if r[1] >= 0 {
+			want = want[:r[1]]
+		}
+		if err != nil || n != int64(len(want)) || !bytes.Equal(w.Bytes(), want) {
+			t.Fatalf("WriteTo %v: %d bytes, %v", r, n, err)
+		}
+	}
+	if err := s.Delete(ctx, data.ChunkID(m.Chunks[1].Id)); err != nil {
+		t.Fatal(err)
+	}
+	rd := data.NewReader(ctx, s, m, 0, -1)
+	defer rd.Close()
+	if n, err := rd.WriteTo(io.Discard); !errors.Is(err, data.ErrNoSuchChunk) || n != testChunk {
+		t.Fatalf("WriteTo: %d bytes, %v; want %d bytes, ErrNoSuchChunk", n, err, testChunk)
+	}
+}

@@ -328,8 +328,19 @@ func (s *Service) Open(ctx context.Context, v *meta.Version, off, n int64) (io.R
 	if err != nil {
 		return nil, 0, fmt.Errorf("version %s: %w", v.WireID(), err)
 	}
-	return &heldBody{ReadCloser: data.NewReader(ctx, s.data, m, off, n), hold: h}, n, nil
+	body := data.NewReader(ctx, s.data, m, off, n)
+	return heldStream{&heldBody{ReadCloser: body, hold: h}, body}, n, nil
 }
+
+// heldStream is a heldBody that keeps its stream's WriteTo, which io.Copy
+// looks for: copied into an http.ResponseWriter, local chunk files go out
+// with sendfile.
+type heldStream struct {
+	*heldBody
+	s data.Stream
+}
+
+func (b heldStream) WriteTo(w io.Writer) (int64, error) { return b.s.WriteTo(w) }
 
 // DeleteResult says what a DELETE did, as S3 reports it.
 type DeleteResult struct {

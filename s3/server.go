@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -304,6 +305,26 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	w.n += int64(n)
 	return n, err
 }
+
+// ReadFrom passes a body on to the ResponseWriter's own ReadFrom, if it
+// has one: net/http's sends an *os.File (or an io.LimitedReader over one)
+// with sendfile, which a GetObject of local chunk files relies on.
+func (w *statusWriter) ReadFrom(r io.Reader) (int64, error) {
+	rf, ok := w.ResponseWriter.(io.ReaderFrom)
+	if !ok {
+		return io.Copy(writerOnly{w}, r)
+	}
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := rf.ReadFrom(r)
+	w.n += n
+	return n, err
+}
+
+// writerOnly hides a writer's ReadFrom from io.Copy, which would
+// otherwise call it again.
+type writerOnly struct{ io.Writer }
 
 // Unwrap lets http.ResponseController reach the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
