@@ -32,17 +32,17 @@ import (
 
 // The memory figures check DESIGN.md's memory targets on the real
 // binary: `stratafs serve --mount`, a child process on a data directory
-// of its own under scratch, at its default settings (the collector off,
-// so that only the workload runs). Each workload runs on a server started
-// for it, so that what an earlier one left in the heap neither hides nor
-// adds to its growth, and a read goes through the server rather than the
-// kernel's cache of what the previous workload wrote. The figure is how
-// far the process's peak resident set (VmHWM, reset when the server is
-// ready) rose above its resident set then. Beside it, the peak of its
-// anonymous memory (RssAnon, sampled every few milliseconds): the peak
-// resident set also counts the pages of the meta store's file that bbolt
-// maps and the workload reads, which the kernel shares with its page
-// cache and takes back under pressure.
+// of its own under scratch, at its default settings but for the
+// collector, off so that only the workload runs. Each workload runs on a
+// server started for it, so that what an earlier one left in the heap
+// neither hides nor adds to its growth, and so that a read goes through
+// the server rather than the kernel's cache of what the previous workload
+// wrote. The figure is how far the process's peak resident set (VmHWM,
+// reset once the server is ready) rose above its resident set then.
+// Beside it, the peak of its anonymous memory (RssAnon, sampled every few
+// milliseconds): the resident set also counts the pages of the meta
+// store's file that bbolt maps and a listing reads, which are the
+// kernel's page cache, shared and taken back under pressure.
 
 // memTarget is the most DESIGN.md lets the resident set grow by.
 const memTarget = 64 << 20
