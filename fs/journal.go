@@ -92,6 +92,16 @@ type queuedHead struct {
 // commits.
 func (h queuedHead) gone() bool { return h.v == nil || h.v.DeleteMarker }
 
+// maxTouched is how many of the last keys changed a journal remembers at
+// least (twice as many at most).
+const maxTouched = maxQueued
+
+// A touch is a change of key, numbered seq.
+type touch struct {
+	key string
+	seq uint64
+}
+
 // A journal queues the mount's changes and commits them.
 type journal struct {
 	svc    *object.Service
@@ -113,7 +123,17 @@ type journal struct {
 	// heads holds, per key with changes queued or in flight, the row the
 	// last of them puts at its head, so that listings show the mount's
 	// changes before they commit (see listPager).
-	heads   map[string]queuedHead
+	heads map[string]queuedHead
+	// seq numbers the changes as they are queued or amended; touched
+	// holds, per key changed lately, the number of its last change, so
+	// that a listing can tell the names changed since it read them (see
+	// changedSince). It forgets the oldest maxTouched touches whenever
+	// touches holds twice as many; floor is the number of the last touch
+	// forgotten.
+	seq     uint64
+	touched map[string]uint64
+	touches []touch
+	floor   uint64
 	closed  bool
 	waiters int // goroutines waiting for changes to commit
 
@@ -124,7 +144,7 @@ type journal struct {
 
 func newJournal(svc *object.Service, bucket string, log *slog.Logger, own *ownKeys, failed func(string)) *journal {
 	j := &journal{svc: svc, bucket: bucket, log: log, own: own, failed: failed,
-		keys: map[string]int{}, dirs: map[string]int{}, heads: map[string]queuedHead{},
+		keys: map[string]int{}, dirs: map[string]int{}, heads: map[string]queuedHead{}, touched: map[string]uint64{},
 		wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1), done: make(chan struct{})}
 	j.space.L = &j.mu
 	go j.run()
@@ -142,6 +162,7 @@ func (j *journal) add(p *object.Pending, failed func(error)) *change {
 	j.queue = append(j.queue, c)
 	j.count(c, 1)
 	j.setHeads(c, false)
+	j.touchLocked(c.keys)
 	full := len(j.queue) >= maxBatch
 	j.mu.Unlock()
 	signal(j.wake)
@@ -173,7 +194,28 @@ func (j *journal) amend(c *change, fn func(*object.Pending) error) (bool, error)
 	}
 	err := fn(c.p)
 	j.setHeads(c, true)
+	j.touchLocked(c.keys)
 	return true, err
+}
+
+// touchLocked numbers a change of keys queued or amended now.
+func (j *journal) touchLocked(keys []string) {
+	j.seq++
+	for _, k := range keys {
+		j.touched[k] = j.seq
+		j.touches = append(j.touches, touch{k, j.seq})
+	}
+	if len(j.touches) < 2*maxTouched {
+		return
+	}
+	old := j.touches[:maxTouched]
+	for _, t := range old {
+		if j.touched[t.key] == t.seq {
+			delete(j.touched, t.key)
+		}
+	}
+	j.floor = old[len(old)-1].seq
+	j.touches = slices.Delete(j.touches, 0, maxTouched)
 }
 
 // setHeads records the rows c puts at the heads of its keys. An amended
@@ -197,12 +239,13 @@ func (j *journal) dropHeads(c *change) {
 }
 
 // headsUnder returns the heads of the keys under prefix ("" for every
-// key) with changes queued or in flight; nil when there are none.
-func (j *journal) headsUnder(prefix string) map[string]queuedHead {
+// key) with changes queued or in flight, nil when there are none, and
+// the number of the last change queued: what changedSince asks about.
+func (j *journal) headsUnder(prefix string) (map[string]queuedHead, uint64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.dirs[prefix] == 0 {
-		return nil
+		return nil, j.seq
 	}
 	heads := map[string]queuedHead{}
 	for k, h := range j.heads {
@@ -210,7 +253,16 @@ func (j *journal) headsUnder(prefix string) map[string]queuedHead {
 			heads[k] = h
 		}
 	}
-	return heads
+	return heads, j.seq
+}
+
+// changedSince reports whether a change of key was queued (or amended)
+// after the one numbered seq, or may have been: true when the journal
+// has forgotten changes made since.
+func (j *journal) changedSince(key string, seq uint64) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return seq < j.floor || j.touched[key] > seq
 }
 
 // count adds d to the counts of c's keys and of the directories above them.

@@ -20,6 +20,22 @@ type dirent struct {
 	name string
 	mode uint32 // S_IFDIR, S_IFREG or S_IFLNK
 	v    *meta.Version
+	read *pageRead // of v; nil for a view of the past
+}
+
+// A pageRead says when a page of a listing of the live tree was read: a
+// change of one of its files queued in the mount since then may have
+// made the version the page returned stale, or removed the name.
+type pageRead struct {
+	j      *journal
+	prefix string
+	seq    uint64 // the last change queued when the page was read
+}
+
+// stale reports whether the file e, from the page r, may have changed
+// in the mount since the page was read.
+func (r *pageRead) stale(e dirent) bool {
+	return r != nil && r.j.changedSince(r.prefix+e.name, r.seq)
 }
 
 // A pager lists a directory one page of the store's listing at a time;
@@ -123,10 +139,15 @@ func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	return 0
 }
 
-// Lookup answers READDIRPLUS for the entry just read.
+// Lookup answers READDIRPLUS for the entry just read. It does not for a
+// file the listing read before a change of it was made in the mount (an
+// entry handed out later than its page was read, in another getdents):
+// the kernel would keep the name, removed or renamed since, as there for
+// the entry timeout, and open it rather than create it. It looks the
+// entry up when it needs it.
 func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	ctx = uninterrupted(ctx)
-	if name != h.last.name {
+	if name != h.last.name || h.last.v != nil && h.last.read.stale(h.last) {
 		return nil, syscall.ENOENT
 	}
 	return h.lookup(ctx, h.last, out)
@@ -174,10 +195,12 @@ func (p *listPager) next(ctx context.Context) ([]dirent, bool, error) {
 		}
 	}
 	var heads map[string]queuedHead
+	var read *pageRead
 	if p.at.IsZero() {
 		// Taken before the store is read: a change that commits in
 		// between shows in both, the same.
-		heads = p.fsys.j.headsUnder(prefix)
+		read = &pageRead{j: p.fsys.j, prefix: prefix}
+		heads, read.seq = p.fsys.j.headsUnder(prefix)
 	}
 	res, err := p.fsys.list(ctx, p.at, meta.ListOptions{Prefix: prefix, Delimiter: "/", After: after})
 	if err != nil {
@@ -188,7 +211,7 @@ func (p *listPager) next(ctx context.Context) ([]dirent, bool, error) {
 	files := p.draftsIn(res, objs, heads)
 	for _, v := range objs {
 		mode := p.fsys.posix(v, false).Mode & syscall.S_IFMT
-		files = append(files, dirent{name: v.Key[len(prefix):], mode: mode, v: v})
+		files = append(files, dirent{name: v.Key[len(prefix):], mode: mode, v: v, read: read})
 	}
 	slices.SortFunc(files, func(a, b dirent) int { return strings.Compare(a.name, b.name) })
 	var out []dirent

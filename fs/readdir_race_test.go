@@ -242,3 +242,37 @@ func TestSeekdirBackKeepsItsPlace(t *testing.T) {
 	}
 	wantOnce(t, append(first[:5], rest...), "f0003", "f0039")
 }
+
+// TestReaddirplusSkipsFilesChangedSinceTheirPage unlinks a file after
+// its page was read and before the kernel takes its entry: READDIRPLUS
+// must not answer for it, or the kernel would keep the name as there.
+func TestReaddirplusSkipsFilesChangedSinceTheirPage(t *testing.T) {
+	_, _, d := newListedDir(t, 10)
+	ctx := t.Context()
+	fh, _, errno := d.OpendirHandle(ctx, 0)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	h := fh.(*dirHandle)
+	for i := 0; ; i++ {
+		if i == 3 { // the page is read
+			if errno := d.Unlink(ctx, "f0005"); errno != 0 {
+				t.Fatal(errno)
+			}
+		}
+		de, errno := h.Readdirent(ctx)
+		if errno != 0 {
+			t.Fatal(errno)
+		}
+		if de == nil {
+			break
+		}
+		if de.Name == "." || de.Name == ".." {
+			continue
+		}
+		ch, errno := h.Lookup(ctx, de.Name, &fuse.EntryOut{})
+		if answered, want := ch != nil && errno == 0, de.Name != "f0005"; answered != want {
+			t.Errorf("READDIRPLUS of %s answered %v (%v), want %v", de.Name, answered, errno, want)
+		}
+	}
+}
