@@ -76,7 +76,7 @@ func memoryFigures(w *tabwriter.Writer, scratch string) {
 	mib := size >> 20
 
 	data := h.dataDir(filepath.Join(dir, "s3"), nil)
-	h.measure(data, fmt.Sprintf("S3 multipart upload of %d MiB (16 MiB parts, %d in flight)", mib, memWorkers),
+	h.measure(data, fmt.Sprintf("S3 multipart upload of %d MiB (%d MiB parts, %d in flight)", mib, memPartSize>>20, memWorkers),
 		func(p *memServer) { p.upload(size) })
 	h.measure(data, fmt.Sprintf("S3 GET of the %d MiB object", mib), func(p *memServer) { p.download(size) })
 	check(os.RemoveAll(data))
@@ -101,10 +101,12 @@ type memHarness struct {
 	creds s3.Credentials
 }
 
-// dataDir makes a data directory at path holding the versioned bucket the
-// servers mount, and runs fill, if set, on it before any server opens it.
+// dataDir makes a new data directory at path holding the versioned
+// bucket the servers mount, and runs fill, if set, on it before any
+// server opens it.
 func (h memHarness) dataDir(path string, fill func(context.Context, *object.Service)) string {
 	ctx := context.Background()
+	check(os.RemoveAll(path)) // what a run on the same -dir left
 	svc, closeAll, err := stores.Open(stores.Config{Dir: path}, object.Options{})
 	check(err)
 	_, err = svc.CreateBucket(ctx, memBucket, "")
