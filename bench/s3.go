@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -10,54 +11,169 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/stratafs/stratafs/data/local"
+	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/meta/kv/bolt"
 	"github.com/stratafs/stratafs/object"
 	"github.com/stratafs/stratafs/s3"
 	"github.com/stratafs/stratafs/s3/sigv4"
 )
 
-// The S3 figures drive the S3 endpoint, served in this process on a
-// loopback port over the embedded default stores (bolt and local chunks)
-// under scratch, with the AWS SDK for Go v2 at its default settings:
-// 4 KiB objects and 64 MiB objects, PUT then GET, by 1 and 16 concurrent
-// clients. Beside each figure, the same bytes written to plain files on
-// the same disk (each fsynced, as a PUT is durable when it is answered)
-// and read back by as many threads: the disk's own speed. GETs and file
-// reads alike come from the page cache.
+// The S3 figures drive the S3 endpoint over the embedded default stores
+// (bolt and local chunks) under scratch, with the AWS SDK for Go v2 at its
+// default settings over plain HTTP on loopback (so the client computes the
+// SHA-256 it signs and a CRC32 of every body): 4 KiB objects and 64 MiB
+// objects, PUT then GET, by 1 and 16 concurrent clients. Beside each
+// figure, the same bytes written to plain files on the same disk (each
+// fsynced, as a PUT is durable when it is answered) and read back by as
+// many threads: the disk's own speed. GETs and file reads alike come from
+// the page cache.
+//
+// The endpoint runs in a process of its own (this binary, started again
+// with s3ServeEnv set), so that the CPU time each side spends can be told
+// apart: for every figure the server's (its getrusage, asked for over its
+// stdin) and the clients' (this process's) are printed per GiB or per
+// request. The machine's cores are shared by both: a client that burns
+// CPU slows the server down, and a ratio to the disk is only as good as
+// what the client leaves over.
 
-// s3Figures prints the S3 figures; scratch is on the disk measured.
-func s3Figures(w *tabwriter.Writer, scratch string) {
-	dir := filepath.Join(scratch, "s3")
-	check(os.MkdirAll(filepath.Join(dir, "files"), 0o755))
+// Environment of the server process: the data directory, the key pair
+// ("ACCESS:SECRET") and, when the bench writes a CPU profile, the file the
+// server writes its own to.
+const (
+	s3ServeEnv   = "STRATAFS_BENCH_S3_SERVE"
+	s3KeysEnv    = "STRATAFS_BENCH_S3_KEYS"
+	s3ProfileEnv = "STRATAFS_BENCH_S3_PROFILE"
+)
+
+func init() {
+	if dir := os.Getenv(s3ServeEnv); dir != "" {
+		serveS3(dir)
+		os.Exit(0)
+	}
+}
+
+// serveS3 is the server process: it prints its address, then answers
+// every line read from stdin with its CPU time so far (user and system,
+// in microseconds), and returns when stdin ends.
+func serveS3(dir string) {
 	ms, err := bolt.Open(filepath.Join(dir, "meta.db"))
 	check(err)
 	defer ms.Close()
 	ds, err := local.Open(dir)
 	check(err)
 	defer ds.Close()
-	creds := s3.NewCredentials()
+	access, secret, _ := strings.Cut(os.Getenv(s3KeysEnv), ":")
 	h := s3.New(object.New(ms, ds, object.Options{}), s3.Config{
-		Keys:          sigv4.StaticKeys{creds.AccessKey: creds.SecretKey},
-		RootAccessKey: creds.AccessKey,
+		Keys:          sigv4.StaticKeys{access: secret},
+		RootAccessKey: access,
 		Logger:        slog.New(slog.DiscardHandler),
 	})
+	if p := os.Getenv(s3ProfileEnv); p != "" {
+		f, err := os.Create(p)
+		check(err)
+		check(pprof.StartCPUProfile(f))
+		defer func() {
+			pprof.StopCPUProfile()
+			check(f.Close())
+		}()
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	check(err)
-	srv := &http.Server{Handler: h}
+	// Label each request's samples in the server's profile with its method
+	// and its object's size (the first element of the key), so that
+	// `go tool pprof -tagfocus size=4096` shows one workload.
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		size, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/bench/"), "/")
+		pprof.Do(r.Context(), pprof.Labels("method", r.Method, "size", size), func(context.Context) { h.ServeHTTP(w, r) })
+	})}
 	go srv.Serve(ln)
 	defer srv.Close()
+	fmt.Println(ln.Addr())
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		fmt.Println(cpuTime().Microseconds())
+	}
+}
+
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	check(syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// s3Server is the server process, seen from the bench.
+type s3Server struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+// startS3Server starts the server process over the stores in dir.
+func startS3Server(dir string, creds s3.Credentials) (*s3Server, string) {
+	self, err := os.Executable()
+	check(err)
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), s3ServeEnv+"="+dir, s3KeysEnv+"="+creds.AccessKey+":"+creds.SecretKey)
+	if *prof != "" {
+		cmd.Env = append(cmd.Env, s3ProfileEnv+"="+*prof+".server")
+	}
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	check(err)
+	out, err := cmd.StdoutPipe()
+	check(err)
+	check(cmd.Start())
+	s := &s3Server{cmd: cmd, in: in, out: bufio.NewReader(out)}
+	return s, s.line()
+}
+
+func (s *s3Server) line() string {
+	l, err := s.out.ReadString('\n')
+	check(err)
+	return strings.TrimSpace(l)
+}
+
+// cpu asks the server for its CPU time so far.
+func (s *s3Server) cpu() time.Duration {
+	_, err := io.WriteString(s.in, "cpu\n")
+	check(err)
+	us, err := strconv.ParseInt(s.line(), 10, 64)
+	check(err)
+	return time.Duration(us) * time.Microsecond
+}
+
+// stop ends the server process and waits for it (and its profile).
+func (s *s3Server) stop() {
+	check(s.in.Close())
+	check(s.cmd.Wait())
+}
+
+// s3Figures prints the S3 figures; scratch is on the disk measured.
+func s3Figures(w *tabwriter.Writer, scratch string) {
+	dir := filepath.Join(scratch, "s3")
+	check(os.MkdirAll(filepath.Join(dir, "files"), 0o755))
+	creds := s3.NewCredentials()
+	srv, addr := startS3Server(dir, creds)
+	defer srv.stop()
 	c := awss3.New(awss3.Options{
 		Region:                     "us-east-1",
 		Credentials:                credentials.NewStaticCredentialsProvider(creds.AccessKey, creds.SecretKey, ""),
-		BaseEndpoint:               aws.String("http://" + ln.Addr().String()),
+		BaseEndpoint:               aws.String("http://" + addr),
 		UsePathStyle:               true,
 		HTTPClient:                 &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
 		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenSupported,
@@ -65,7 +181,7 @@ func s3Figures(w *tabwriter.Writer, scratch string) {
 	})
 	ctx := context.Background()
 	bucket := aws.String("bench")
-	_, err = c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: bucket})
+	_, err := c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: bucket})
 	check(err)
 
 	type workload struct {
@@ -84,6 +200,7 @@ func s3Figures(w *tabwriter.Writer, scratch string) {
 		{"4 KiB", 4 << 10, map[int]int{1: smallN, 16: smallN}, "obj/s", 1},
 		{fmt.Sprintf("%d MiB", bigSize>>20), bigSize, bigN, "MiB/s", float64(bigSize) / (1 << 20)},
 	}
+	var small [2]float64 // 4 KiB PUT and GET obj/s, 16 clients
 	for _, l := range loads {
 		payload := make([]byte, l.size)
 		_, err := rand.Read(payload)
@@ -98,26 +215,71 @@ func s3Figures(w *tabwriter.Writer, scratch string) {
 				fmt.Fprintf(w, "%s\t%s %s, %d client(s)\t%.0f\t%s\t\n", side, l.name, op, clients, v*l.per, l.unit)
 				return v
 			}
-			put := row("s3", "PUT", rate(n, clients, func(i int) {
+			// s3 measures an S3 operation and prints its rate, then the CPU
+			// time the server and the clients spent on it.
+			s3 := func(op string, do func(i int)) float64 {
+				server, client := srv.cpu(), cpuTime()
+				v := row("s3", op, rate(n, clients, do))
+				server, client = srv.cpu()-server, cpuTime()-client
+				done := float64(n / clients * clients)
+				for _, side := range []struct {
+					name string
+					cpu  time.Duration
+				}{{"server", server}, {"client", client}} {
+					if l.size >= 1<<20 {
+						gib := done * float64(l.size) / (1 << 30)
+						fmt.Fprintf(w, "s3\t%s %s, %d client(s): %s CPU\t%.2f\ts/GiB\t\n", l.name, op, clients, side.name, side.cpu.Seconds()/gib)
+					} else {
+						fmt.Fprintf(w, "s3\t%s %s, %d client(s): %s CPU\t%.0f\tµs/req\t\n", l.name, op, clients, side.name, float64(side.cpu.Microseconds())/done)
+					}
+				}
+				return v
+			}
+			put := s3("PUT", func(i int) {
 				_, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: bucket, Key: key(i), Body: bytes.NewReader(payload)})
 				check(err)
-			}))
+			})
 			write := row("file", "write+fsync", rate(n, clients, func(i int) { writeSynced(file(i), payload) }))
-			get := row("s3", "GET", rate(n, clients, func(i int) {
+			get := s3("GET", func(i int) {
 				out, err := c.GetObject(ctx, &awss3.GetObjectInput{Bucket: bucket, Key: key(i)})
 				check(err)
 				_, err = io.Copy(io.Discard, out.Body)
 				check(err)
 				check(out.Body.Close())
-			}))
+			})
 			read := row("file", "read", rate(n, clients, func(i int) {
 				_, err := os.ReadFile(file(i))
 				check(err)
 			}))
 			fmt.Fprintf(w, "s3\t%s PUT ÷ file write, %d client(s)\t%.2f\t×\t\n", l.name, clients, put/write)
 			fmt.Fprintf(w, "s3\t%s GET ÷ file read, %d client(s)\t%.2f\t×\t\n", l.name, clients, get/read)
+			if l.size == 4<<10 && clients == 16 {
+				small = [2]float64{put, get}
+			}
 		}
 	}
+	// A 4 KiB object is stored inline in its version row: its PUT is one
+	// meta-store commit, its GET one point get. The meta store's own rates
+	// for rows as large, at the same concurrency, on the same disk, say
+	// what the HTTP layer (and SigV4, and the client) cost on top.
+	ms, err := bolt.Open(filepath.Join(dir, "meta-alone.db"))
+	check(err)
+	defer ms.Close()
+	b := newBucket(ctx, ms, "puts", meta.Enabled)
+	k := func(i int) string { return fmt.Sprintf("k%07d", i) }
+	put := rate(smallN, 16, func(i int) {
+		v := row(k(i), time.Now())
+		v.Manifest = make([]byte, 4<<10+8) // the inline bytes and their framing
+		check(ms.Commit(ctx, b, meta.PutMutation(b, v)))
+	})
+	get := rate(smallN, 16, func(i int) {
+		_, err := meta.Latest(ctx, ms, b, k(i))
+		check(err)
+	})
+	fmt.Fprintf(w, "bolt\tmeta put of a 4 KiB row, 16 writers\t%.0f\tputs/s\t\n", put)
+	fmt.Fprintf(w, "bolt\tmeta point get (latest), 16 readers\t%.0f\tgets/s\t\n", get)
+	fmt.Fprintf(w, "s3\t4 KiB PUT ÷ meta put, 16 clients\t%.2f\t×\t\n", small[0]/put)
+	fmt.Fprintf(w, "s3\t4 KiB GET ÷ meta point get, 16 clients\t%.2f\t×\t\n", small[1]/get)
 }
 
 // writeSynced writes b to a new file at p and fsyncs it.
