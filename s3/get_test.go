@@ -193,6 +193,9 @@ func BenchmarkSmallObject(b *testing.B) {
 		Logger:        slog.New(slog.DiscardHandler),
 	})
 	body := storetest.Random(1, 4<<10)
+	if _, err := svc.Put(ctx, "bkt", "k", bytes.NewReader(body), object.PutOptions{Size: int64(len(body))}); err != nil {
+		b.Fatal(err)
+	}
 	sum := sha256.Sum256(body)
 	payload := hex.EncodeToString(sum[:])
 	creds := aws.Credentials{AccessKeyID: testAccessKey, SecretAccessKey: testSecretKey}

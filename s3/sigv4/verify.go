@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -39,12 +40,57 @@ func (k StaticKeys) SecretKey(_ context.Context, accessKey string) (string, erro
 	return "", fmt.Errorf("%q: %w", accessKey, ErrUnknownAccessKey)
 }
 
-// A Verifier authenticates requests to one region's S3 service.
+// A Verifier authenticates requests to one region's S3 service. It is
+// safe for concurrent use.
 type Verifier struct {
 	Region string
 	Keys   Keys
 	// Now is the server clock; time.Now when nil.
 	Now func() time.Time
+
+	derived keyCache
+}
+
+// maxDerivedKeys bounds a keyCache.
+const maxDerivedKeys = 1024
+
+// keyCache remembers the signing keys derived from secrets: deriving one
+// takes four HMACs, as much work as the rest of checking a small request's
+// signature, and a key serves every request of its secret for a day. It
+// holds the keys of the secrets and days in use (the scope's region and
+// service are checked before, and the date is within a day of the server's
+// clock), and starts afresh when it reaches maxDerivedKeys, which bounds it
+// whatever the clients do. A changed secret derives a key of its own.
+type keyCache struct {
+	mu   sync.Mutex
+	keys map[derivation][]byte
+}
+
+// derivation is what a signing key is derived from.
+type derivation struct {
+	secret string
+	cred   credential
+}
+
+// key returns the signing key of secret for c's scope. The caller must not
+// modify it.
+func (kc *keyCache) key(secret string, c credential) []byte {
+	c.accessKey = "" // not part of the derivation
+	d := derivation{secret, c}
+	kc.mu.Lock()
+	k, ok := kc.keys[d]
+	kc.mu.Unlock()
+	if ok {
+		return k
+	}
+	k = signingKey(secret, c)
+	kc.mu.Lock()
+	if kc.keys == nil || len(kc.keys) >= maxDerivedKeys {
+		kc.keys = make(map[derivation][]byte)
+	}
+	kc.keys[d] = k
+	kc.mu.Unlock()
+	return k
 }
 
 // A Request is an authenticated request.
@@ -216,7 +262,7 @@ func (v *Verifier) sign(r *http.Request, a authorization, amzDate, query, payloa
 	if err != nil {
 		return "", nil, err
 	}
-	key := signingKey(secret, a.cred)
+	key := v.derived.key(secret, a.cred)
 	for _, path := range canonicalPaths(r) {
 		canonical := canonicalRequest(r, path, a.signedHeaders, query, payload)
 		want := hmacSHA256(key, stringToSign(Algorithm, amzDate, a.cred.scope(), sha256Hex(canonical)))

@@ -403,3 +403,33 @@ func TestKeyNamedLikeAuth(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// The derived signing keys are remembered by secret: once a key's secret
+// changes, requests signed with the old one fail, and with the new one
+// pass. The cache stays within its bound.
+func TestDerivedKeys(t *testing.T) {
+	keys := StaticKeys{testKey: testSecret}
+	v := &Verifier{Region: testRegion, Keys: keys, Now: func() time.Time { return now }}
+	verify := func(secret string) error {
+		r := newRequest(t, http.MethodGet, "http://example.com/bucket/key", nil)
+		sign(t, r, hashHex(nil), now, aws.Credentials{AccessKeyID: testKey, SecretAccessKey: secret})
+		_, err := v.Verify(r)
+		return err
+	}
+	if err := verify(testSecret); err != nil {
+		t.Fatal(err)
+	}
+	keys[testKey] = "another/secret+0123456789abcdefghijklmnop"
+	if err := verify(testSecret); !errors.Is(err, ErrSignatureMismatch) {
+		t.Fatalf("old secret after the change: %v, want SignatureMismatch", err)
+	}
+	if err := verify(keys[testKey]); err != nil {
+		t.Fatalf("new secret: %v", err)
+	}
+	for i := range 2 * maxDerivedKeys {
+		v.derived.key(fmt.Sprint(i), credential{date: "20261202", region: testRegion, service: "s3"})
+	}
+	if n := len(v.derived.keys); n > maxDerivedKeys {
+		t.Fatalf("%d derived keys cached, want at most %d", n, maxDerivedKeys)
+	}
+}
