@@ -46,7 +46,9 @@ func TestParseRange(t *testing.T) {
 }
 
 func TestPreconditions(t *testing.T) {
-	v := &meta.Version{ETag: "abc", ID: meta.NewVersionID(time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC))}
+	// AsOf, not NewVersionID: ids issued in this process (by other tests)
+	// are later, and NewVersionID never issues one earlier.
+	v := &meta.Version{ETag: "abc", ID: meta.AsOf(time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC))}
 	tests := []struct {
 		h    map[string]string
 		want int
