@@ -59,6 +59,9 @@ const (
 	s3ProfileEnv = "STRATAFS_BENCH_S3_PROFILE"
 )
 
+// plainPath is where the server process answers 4 KiB without S3.
+const plainPath = "/plain"
+
 func init() {
 	if dir := os.Getenv(s3ServeEnv); dir != "" {
 		serveS3(dir)
@@ -91,12 +94,17 @@ func serveS3(dir string) {
 			check(f.Close())
 		}()
 	}
+	plain := make([]byte, 4<<10)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	check(err)
 	// Label each request's samples in the server's profile with its method
 	// and its object's size (the first element of the key), so that
 	// `go tool pprof -tagfocus size=4096` shows one workload.
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == plainPath {
+			w.Write(plain)
+			return
+		}
 		size, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/bench/"), "/")
 		pprof.Do(r.Context(), pprof.Labels("method", r.Method, "size", size), func(context.Context) { h.ServeHTTP(w, r) })
 	})}
@@ -215,32 +223,32 @@ func s3Figures(w *tabwriter.Writer, scratch string) {
 				fmt.Fprintf(w, "%s\t%s %s, %d client(s)\t%.0f\t%s\t\n", side, l.name, op, clients, v*l.per, l.unit)
 				return v
 			}
-			// s3 measures an S3 operation and prints its rate, then the CPU
-			// time the server and the clients spent on it.
-			s3 := func(op string, do func(i int)) float64 {
+			// measure runs a request to the server process and prints its
+			// rate, then the CPU time the server and the clients spent on it.
+			measure := func(side, op string, do func(i int)) float64 {
 				server, client := srv.cpu(), cpuTime()
-				v := row("s3", op, rate(n, clients, do))
+				v := row(side, op, rate(n, clients, do))
 				server, client = srv.cpu()-server, cpuTime()-client
 				done := float64(n / clients * clients)
-				for _, side := range []struct {
+				for _, s := range []struct {
 					name string
 					cpu  time.Duration
 				}{{"server", server}, {"client", client}} {
 					if l.size >= 1<<20 {
 						gib := done * float64(l.size) / (1 << 30)
-						fmt.Fprintf(w, "s3\t%s %s, %d client(s): %s CPU\t%.2f\ts/GiB\t\n", l.name, op, clients, side.name, side.cpu.Seconds()/gib)
+						fmt.Fprintf(w, "%s\t%s %s, %d client(s): %s CPU\t%.2f\ts/GiB\t\n", side, l.name, op, clients, s.name, s.cpu.Seconds()/gib)
 					} else {
-						fmt.Fprintf(w, "s3\t%s %s, %d client(s): %s CPU\t%.0f\tµs/req\t\n", l.name, op, clients, side.name, float64(side.cpu.Microseconds())/done)
+						fmt.Fprintf(w, "%s\t%s %s, %d client(s): %s CPU\t%.0f\tµs/req\t\n", side, l.name, op, clients, s.name, float64(s.cpu.Microseconds())/done)
 					}
 				}
 				return v
 			}
-			put := s3("PUT", func(i int) {
+			put := measure("s3", "PUT", func(i int) {
 				_, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: bucket, Key: key(i), Body: bytes.NewReader(payload)})
 				check(err)
 			})
 			write := row("file", "write+fsync", rate(n, clients, func(i int) { writeSynced(file(i), payload) }))
-			get := s3("GET", func(i int) {
+			get := measure("s3", "GET", func(i int) {
 				out, err := c.GetObject(ctx, &awss3.GetObjectInput{Bucket: bucket, Key: key(i)})
 				check(err)
 				_, err = io.Copy(io.Discard, out.Body)
@@ -255,6 +263,17 @@ func s3Figures(w *tabwriter.Writer, scratch string) {
 			fmt.Fprintf(w, "s3\t%s GET ÷ file read, %d client(s)\t%.2f\t×\t\n", l.name, clients, get/read)
 			if l.size == 4<<10 && clients == 16 {
 				small = [2]float64{put, get}
+				// The floor under any HTTP API on this machine: a bare
+				// net/http handler answering 4 KiB, fetched with net/http's
+				// client, no S3, no SigV4, no store.
+				hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+				measure("http", "plain GET (no S3)", func(int) {
+					resp, err := hc.Get("http://" + addr + plainPath)
+					check(err)
+					_, err = io.Copy(io.Discard, resp.Body)
+					check(err)
+					check(resp.Body.Close())
+				})
 			}
 		}
 	}
