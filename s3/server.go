@@ -59,16 +59,20 @@ type Config struct {
 	// (the SDKs retry it with backoff), rather than queued without
 	// bound. DefaultMaxRequests when 0 or less.
 	MaxRequests int
-	// MaxReads is how many GetObject bodies are sent at once, each with
-	// up to a chunk buffer (8 MiB by default) of read-ahead; one more is
-	// answered 503 SlowDown. DefaultMaxReads when 0 or less.
+	// MaxReads is how many GetObject bodies are sent at once; one more is
+	// answered 503 SlowDown. From a chunk store of local files a body
+	// goes through no buffer of ours (over plain HTTP the kernel sends the
+	// files with sendfile; over TLS net/http copies them through 32 KiB);
+	// from any other store each holds up to a chunk buffer (8 MiB by
+	// default) of read-ahead.
+	// DefaultMaxReads when 0 or less.
 	MaxReads int
 	// Metrics, when set, count and time every request.
 	Metrics *Metrics
 }
 
 // Defaults of Config: at most 16 × 3 × 8 MiB = 384 MiB of write buffers
-// and 64 × 8 MiB = 512 MiB of read buffers.
+// and, over a remote chunk store, 64 × 8 MiB = 512 MiB of read buffers.
 const (
 	DefaultMaxWrites   = 16
 	DefaultMaxReads    = 64
