@@ -80,7 +80,7 @@ func (s *pausingStore) hold() (release func()) {
 // newListedDir returns a mount's state over a pausingStore of the
 // directory d/, which holds n files (f0000, f0001, …), and the node of d
 // in a tree without a kernel, as the bridge would have made it.
-func newListedDir(t *testing.T, n int) (*fsys, *pausingStore, *dirNode) {
+func newListedDir(t testing.TB, n int) (*fsys, *pausingStore, *dirNode) {
 	t.Helper()
 	s := &pausingStore{Store: mem.New(), prefix: "d/"}
 	d, err := local.Open(t.TempDir())
@@ -109,7 +109,7 @@ func newListedDir(t *testing.T, n int) (*fsys, *pausingStore, *dirNode) {
 
 // child looks name up in the directory of n and adds its inode to the
 // tree, as the kernel's bridge does.
-func child(t *testing.T, n *node, name string) fusefs.InodeEmbedder {
+func child(t testing.TB, n *node, name string) fusefs.InodeEmbedder {
 	t.Helper()
 	var out fuse.EntryOut
 	ch, errno := n.Operations().(fusefs.NodeLookuper).Lookup(t.Context(), name, &out)

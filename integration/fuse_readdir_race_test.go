@@ -185,3 +185,27 @@ func parallel(t *testing.T, threads, n int, fn func(i int) error) {
 	close(next)
 	wg.Wait()
 }
+
+// TestFUSEReaddirRightAfterCreates is the bench's create then readdir:
+// files created by 4 threads, then the directory listed by 4 threads at
+// once right after the last close (commits may still be queued), and
+// again once they are committed.
+func TestFUSEReaddirRightAfterCreates(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{EntryTimeout: time.Second, AttrTimeout: time.Second})
+	const files = 2000
+	if err := os.Mkdir(f.path("d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	block := fuseRandom(4096)
+	parallel(t, 4, files, func(i int) error { return os.WriteFile(f.path(fmt.Sprintf("d/f%06d", i)), block, 0o644) })
+	for pass := range 2 {
+		parallel(t, 4, 8, func(int) error {
+			ents, err := os.ReadDir(f.path("d"))
+			if err == nil && len(ents) != files {
+				err = fmt.Errorf("pass %d: readdir found %d entries, want %d", pass, len(ents), files)
+			}
+			return err
+		})
+		f.settle()
+	}
+}
