@@ -179,7 +179,7 @@ type listPager struct {
 	// unlisted, if set, returns the entries of the files created in the
 	// directory that the store may not list yet: being written, or
 	// closed with their change queued. It is asked once, before the
-	// first page is read (see drafts).
+	// first page is read (see draftsIn).
 	unlisted func() []dirent
 	started  bool
 	drafts   []dirent // what unlisted returned, by name; the pages take theirs
@@ -267,8 +267,10 @@ func (p *listPager) draftsIn(res *meta.ListResult, objs []*meta.Version, heads m
 // started after after: a key they delete (a rename's source among them)
 // is dropped, a key they write shows their version, and the keys and
 // subdirectories they create are added where they sort within the page.
-// So a file renamed in the mount is listed once, under its old name or
-// its new one, however the commit and the listing interleave. A change
+// So a file renamed in the mount within the page's range is listed once,
+// under its old name or its new one, however the commit and the listing
+// interleave (one renamed from an earlier page's range to a later one's
+// may be listed under both, as on a local disk). A change
 // that empties a subdirectory is not applied: the listing shows the
 // directory until it commits (a listing starts once the changes queued
 // before it have committed; see dirNode.OpendirHandle).
