@@ -286,17 +286,25 @@ func s3Figures(w *tabwriter.Writer, scratch string) {
 	defer ms.Close()
 	b := newBucket(ctx, ms, "puts", meta.Enabled)
 	k := func(i int) string { return fmt.Sprintf("k%07d", i) }
-	put := rate(smallN, 16, func(i int) {
+	// metaRate measures op like rate, and prints it with the CPU time
+	// this process spent per operation.
+	metaRate := func(fig, unit string, op func(i int)) float64 {
+		cpu := cpuTime()
+		r := rate(smallN, 16, op)
+		cpu = cpuTime() - cpu
+		fmt.Fprintf(w, "bolt\t%s\t%.0f\t%s\t\n", fig, r, unit)
+		fmt.Fprintf(w, "bolt\t%s: CPU\t%.0f\tµs/op\t\n", fig, float64(cpu.Microseconds())/float64(smallN))
+		return r
+	}
+	put := metaRate("meta put of a 4 KiB row, 16 writers", "puts/s", func(i int) {
 		v := row(k(i), time.Now())
 		v.Manifest = make([]byte, 4<<10+8) // the inline bytes and their framing
 		check(ms.Commit(ctx, b, meta.PutMutation(b, v)))
 	})
-	get := rate(smallN, 16, func(i int) {
+	get := metaRate("meta point get (latest), 16 readers", "gets/s", func(i int) {
 		_, err := meta.Latest(ctx, ms, b, k(i))
 		check(err)
 	})
-	fmt.Fprintf(w, "bolt\tmeta put of a 4 KiB row, 16 writers\t%.0f\tputs/s\t\n", put)
-	fmt.Fprintf(w, "bolt\tmeta point get (latest), 16 readers\t%.0f\tgets/s\t\n", get)
 	fmt.Fprintf(w, "s3\t4 KiB PUT ÷ meta put, 16 clients\t%.2f\t×\t\n", small[0]/put)
 	fmt.Fprintf(w, "s3\t4 KiB GET ÷ meta point get, 16 clients\t%.2f\t×\t\n", small[1]/get)
 }
