@@ -93,7 +93,7 @@ type queuedHead struct {
 func (h queuedHead) gone() bool { return h.v == nil || h.v.DeleteMarker }
 
 // maxTouched is how many of the last keys changed a journal remembers at
-// least (twice as many at most).
+// least; it forgets the older ones in bulk.
 const maxTouched = maxQueued
 
 // A touch is a change of key, numbered seq.
@@ -127,8 +127,8 @@ type journal struct {
 	// seq numbers the changes as they are queued or amended; touched
 	// holds, per key changed lately, the number of its last change, so
 	// that a listing can tell the names changed since it read them (see
-	// changedSince). It forgets the oldest maxTouched touches whenever
-	// touches holds twice as many; floor is the number of the last touch
+	// changedSince). Whenever touches holds twice maxTouched, it forgets
+	// all but the last maxTouched; floor is the number of the last touch
 	// forgotten.
 	seq     uint64
 	touched map[string]uint64
@@ -208,14 +208,14 @@ func (j *journal) touchLocked(keys []string) {
 	if len(j.touches) < 2*maxTouched {
 		return
 	}
-	old := j.touches[:maxTouched]
+	old := j.touches[:len(j.touches)-maxTouched]
 	for _, t := range old {
 		if j.touched[t.key] == t.seq {
 			delete(j.touched, t.key)
 		}
 	}
 	j.floor = old[len(old)-1].seq
-	j.touches = slices.Delete(j.touches, 0, maxTouched)
+	j.touches = slices.Delete(j.touches, 0, len(old))
 }
 
 // setHeads records the rows c puts at the heads of its keys. An amended
