@@ -97,16 +97,19 @@ func serveS3(dir string) {
 	plain := make([]byte, 4<<10)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	check(err)
-	// Label each request's samples in the server's profile with its method
-	// and its object's size (the first element of the key), so that
-	// `go tool pprof -tagfocus size=4096` shows one workload.
+	// Label each request's samples in the server's profile with its method,
+	// its object's size and the number of clients (the first elements of
+	// the key), so that `go tool pprof -tagfocus size:4096` shows one
+	// workload.
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == plainPath {
 			w.Write(plain)
 			return
 		}
-		size, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/bench/"), "/")
-		pprof.Do(r.Context(), pprof.Labels("method", r.Method, "size", size), func(context.Context) { h.ServeHTTP(w, r) })
+		size, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/bench/"), "/")
+		clients, _, _ := strings.Cut(rest, "/")
+		pprof.Do(r.Context(), pprof.Labels("method", r.Method, "size", size, "clients", clients),
+			func(context.Context) { h.ServeHTTP(w, r) })
 	})}
 	go srv.Serve(ln)
 	defer srv.Close()
