@@ -119,10 +119,13 @@ func (m *servedMount) mountToS3() {
 	if !bytes.Equal(got, body) {
 		t.Errorf("S3 reads %d bytes of the mount's %d, not the same", len(got), len(body))
 	}
-	// The version S3 serves is the one .versions names by its time.
+	// The version S3 serves is the newest one .versions names by its time.
+	// The write, the xattr and the times make one to three versions: the
+	// journal folds changes into a commit still queued, but under load the
+	// write's commit may land before the others arrive.
 	vs := m.names(".versions/" + name)
-	if len(vs) != 1 || !strings.HasPrefix(vs[0], head.LastModified.UTC().Format("2006-01-02T15:04:05.")) {
-		t.Errorf(".versions/%s lists %q; S3's Last-Modified is %v", name, vs, head.LastModified)
+	if len(vs) < 1 || len(vs) > 3 || !strings.HasPrefix(vs[len(vs)-1], head.LastModified.UTC().Format("2006-01-02T15:04:05.")) {
+		t.Errorf(".versions/%s lists %q; want 1 to 3 versions, the last of S3's Last-Modified %v", name, vs, head.LastModified)
 	}
 
 	// x-amz-meta-* set over S3 is a user xattr in the mount; CopyObject
