@@ -1,12 +1,12 @@
 package fs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,8 +24,10 @@ import (
 // writes as on a local disk.
 //
 // A file written from its start and in order is streamed instead (see
-// stream): its bytes go straight to the chunk store. Any other access (a
-// read, a write elsewhere, a truncation) ends the stream first, and so
+// stream): its bytes go straight to the chunk store; its first maxHeld
+// bytes are held in memory until they are passed, so that a small file
+// is put whole by its commit. Any other access (a read, a write
+// elsewhere, a truncation) ends the stream (or the holding) first, and so
 // does its age (see maxStreamAge): what was streamed is copied to the
 // staging file, and the draft goes on as if it had been staged all along.
 // The staging file is only created when a write needs it: creating one
@@ -43,6 +45,10 @@ type draft struct {
 	baseR  *object.Reader // holds the base's chunks against the collector
 	stage  *os.File       // nil until needed
 	stream *stream        // the file's bytes so far, while they are streamed
+	// held is the file's bytes so far, while it is written from its
+	// start in order and they are no more than maxHeld: a small file is
+	// put whole when it is committed, with no stream and no staging.
+	held []byte
 	// broken is why the draft's bytes are lost: a stream that failed.
 	broken error
 	dirty  extents
@@ -55,6 +61,10 @@ type draft struct {
 	// wrote is set by the first write since the base.
 	wrote bool
 }
+
+// maxHeld bounds the bytes a draft holds in memory (see draft.held): a
+// stream costs a goroutine and a pipe, more than a small file's commit.
+const maxHeld = 64 << 10
 
 // newDraft starts a draft of base, or, when base is nil, of a new empty
 // file with attributes attrs (whose POSIX must be set).
@@ -82,7 +92,7 @@ func (d *draft) rebase(v *meta.Version) error {
 			return err
 		}
 	}
-	d.base, d.baseR, d.dirty = v, r, nil
+	d.base, d.baseR, d.dirty, d.held = v, r, nil, nil
 	d.keep, d.size = v.Size, v.Size
 	d.attrs = d.fsys.attrsOf(v, false)
 	d.data, d.meta, d.wrote = false, false, false
@@ -132,14 +142,15 @@ func (d *draft) writeAt(p []byte, off int64, key func() (string, bool)) error {
 	if d.broken != nil {
 		return d.broken
 	}
-	if d.stream == nil && off == 0 && d.size == 0 && d.keep == 0 {
-		if k, ok := key(); ok {
-			d.stream = d.fsys.startStream(k, d.attrs, d.spillOld)
-		}
-	}
-	switch s := d.stream; {
-	case s != nil && off == s.n:
-		if err := s.write(p); err != nil {
+	// A file written from its start in order is held while it is small,
+	// then streamed.
+	fromStart := d.stream == nil && d.keep == 0 && len(d.dirty) == 0 &&
+		d.size == int64(len(d.held)) && off == d.size
+	switch {
+	case fromStart && off+int64(len(p)) <= maxHeld:
+		d.held = append(d.held, p...)
+	case fromStart && d.startStream(key), d.stream != nil && off == d.stream.n:
+		if err := d.stream.write(p); err != nil {
 			d.broken = err
 			return err
 		}
@@ -162,12 +173,36 @@ func (d *draft) writeAt(p []byte, off int64, key func() (string, bool)) error {
 	return nil
 }
 
+// startStream starts streaming the file, the bytes held so far first,
+// and reports whether it could: not when the file has been unlinked, nor
+// while maxStreams files are streamed.
+func (d *draft) startStream(key func() (string, bool)) bool {
+	k, ok := key()
+	if !ok {
+		return false
+	}
+	s := d.fsys.startStream(k, d.attrs, d.spillOld)
+	if s == nil {
+		return false
+	}
+	d.stream = s
+	held := d.held
+	d.held = nil
+	if err := s.write(held); err != nil {
+		d.broken = err
+	}
+	return true
+}
+
 // unstream ends the stream, if there is one, and stages what it took:
 // the bytes are copied to the staging file and the version the stream
 // prepared is dropped, its chunks left to the collector. A version that
 // is never committed must not outlive the collector's grace period: its
-// chunks are referenced by no row.
+// chunks are referenced by no row. Bytes held are staged likewise.
 func (d *draft) unstream() error {
+	if len(d.held) > 0 {
+		return d.stageHeld()
+	}
 	s := d.stream
 	if s == nil {
 		return d.broken
@@ -181,6 +216,20 @@ func (d *draft) unstream() error {
 		d.broken = err
 	}
 	return err
+}
+
+// stageHeld moves the bytes held to the staging file.
+func (d *draft) stageHeld() error {
+	stage, err := d.staging()
+	if err != nil {
+		return err
+	}
+	if _, err := stage.WriteAt(d.held, 0); err != nil {
+		return err
+	}
+	d.dirty.add(0, int64(len(d.held)))
+	d.held = nil
+	return nil
 }
 
 // stageAll copies the bytes of v, which d streamed, to the staging file.
@@ -346,10 +395,11 @@ func (d *draft) readAtLocked(ctx context.Context, p []byte, off int64) (int, err
 }
 
 // body returns the file's bytes when nothing of the base survives: the
-// staging file, which holds zeros outside the ranges written.
+// bytes held, or else the staging file, which holds zeros outside the
+// ranges written.
 func (d *draft) body() (io.Reader, error) {
-	if d.size == 0 {
-		return strings.NewReader(""), nil
+	if d.size == int64(len(d.held)) {
+		return bytes.NewReader(d.held), nil
 	}
 	stage, err := d.staging()
 	if err != nil {
@@ -408,9 +458,12 @@ func (d *draft) commit(ctx context.Context, key string, last *change, failed fun
 		return v, f.j.add(p, failed), d.rebase(v)
 	}
 	// A stream of another key: the file has moved with its directory, or
-	// the stream was cut short.
-	if err := d.unstream(); err != nil {
-		return nil, nil, err
+	// the stream was cut short. Bytes held are the whole file: they are
+	// put as they are (see body).
+	if len(d.held) == 0 {
+		if err := d.unstream(); err != nil {
+			return nil, nil, err
+		}
 	}
 	if !d.data && !d.meta {
 		return nil, nil, nil

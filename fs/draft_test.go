@@ -95,3 +95,61 @@ func TestAStreamTooOldIsStaged(t *testing.T) {
 		t.Errorf("stored %d bytes (%v), etag %s", len(stored), err, obj.ETag)
 	}
 }
+
+// TestSmallFilesAreHeld: a file written from its start in order is held
+// in memory while it is small, and put whole by its commit; past maxHeld
+// it is streamed, the bytes held first, and any other access stages them.
+func TestSmallFilesAreHeld(t *testing.T) {
+	f := newTestFsys(t)
+	ctx := context.Background()
+	key := func() (string, bool) { return "k", true }
+	body := bytes.Repeat([]byte("0123456789abcdef"), maxHeld/16+100) // past maxHeld
+	for _, tc := range []struct {
+		name   string
+		size   int
+		read   bool // read the draft before the commit
+		stream bool // streamed, not held
+	}{
+		{"small", 3000, false, false},
+		{"read", 3000, true, false},
+		{"big", len(body), false, true},
+	} {
+		p := meta.POSIX{Mode: 0o100644, Mtime: time.Now()}
+		d, err := f.newDraft(nil, object.Attrs{POSIX: &p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.close()
+		want := body[:tc.size]
+		for off := 0; off < len(want); off += 1000 {
+			if err := d.writeAt(want[off:min(off+1000, len(want))], int64(off), key); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if streamed := d.stream != nil; streamed != tc.stream || d.stage != nil {
+			t.Errorf("%s: streamed %v, staged %v", tc.name, streamed, d.stage != nil)
+		}
+		if tc.read {
+			got := make([]byte, len(want))
+			if n, err := d.readAt(ctx, got, 0); n != len(want) || err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s: the draft reads %d bytes, %v", tc.name, n, err)
+			}
+		}
+		_, c, err := d.commit(ctx, "k", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.j.wait(c); err != nil {
+			t.Fatal(err)
+		}
+		obj, err := f.svc.Get(ctx, "bkt", "k", "", 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err := io.ReadAll(obj.Body)
+		obj.Body.Close()
+		if err != nil || !bytes.Equal(stored, want) || obj.ETag != fmt.Sprintf("%x", md5.Sum(want)) {
+			t.Errorf("%s: stored %d bytes (%v), etag %s", tc.name, len(stored), err, obj.ETag)
+		}
+	}
+}
