@@ -333,8 +333,7 @@ func (n *dirNode) Create(ctx context.Context, name string, flags, mode uint32, o
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	n.fsys.j.settle(key, key+"/")
-	st, err := n.fsys.svc.Stat(ctx, n.fsys.bucket, key)
+	st, err := n.fsys.statChange(ctx, key)
 	switch {
 	case err != nil:
 		return nil, nil, 0, n.fsys.errno("create "+key, err)
@@ -371,8 +370,7 @@ func (f *fsys) create(ctx context.Context, key string, a object.Attrs, failed fu
 
 // exists reports whether key names a file or a directory.
 func (n *dirNode) exists(ctx context.Context, key string) (bool, syscall.Errno) {
-	n.fsys.j.settle(key, key+"/")
-	st, err := n.fsys.svc.Stat(ctx, n.fsys.bucket, key)
+	st, err := n.fsys.statChange(ctx, key)
 	if err != nil {
 		return false, n.fsys.errno("stat "+key, err)
 	}
@@ -539,8 +537,7 @@ func (n *dirNode) Rename(ctx context.Context, name string, newParent fusefs.Inod
 	if ch == nil {
 		return syscall.ENOENT
 	}
-	n.fsys.j.settle(dst, dst+"/")
-	at, err := n.fsys.svc.Stat(ctx, n.fsys.bucket, dst)
+	at, err := n.fsys.statChange(ctx, dst)
 	switch {
 	case err != nil:
 		return n.fsys.errno("rename to "+dst, err)

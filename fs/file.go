@@ -161,7 +161,14 @@ func (n *fileNode) refreshLocked(ctx context.Context) {
 // one queued last, or else the key's latest, which may be newer than the
 // inode's if another process wrote it. An unlinked file starts from the
 // version it had.
-func (n *fileNode) headLocked(ctx context.Context) (*meta.Version, syscall.Errno) {
+//
+// checked says that the change commits only while the version returned
+// is still the key's latest (a rename, a change of attributes): the
+// latest may then come from a page read ahead (see peek), which may miss
+// another process's write of the last entry timeout, as the kernel's
+// caches do; such a change then fails to commit rather than undo that
+// write. A change of the bytes is not checked, so it asks the store.
+func (n *fileNode) headLocked(ctx context.Context, checked bool) (*meta.Version, syscall.Errno) {
 	n.refreshLocked(ctx)
 	key, ok := n.path()
 	switch {
@@ -169,6 +176,9 @@ func (n *fileNode) headLocked(ctx context.Context) (*meta.Version, syscall.Errno
 		// The name may have been another file's, replaced by a rename
 		// that is still queued.
 		n.fsys.j.settle(key)
+		if st, ok := n.fsys.peek(dirOf(key), key); ok && checked && st.File != nil {
+			return st.File, 0
+		}
 		v, err := n.fsys.svc.Head(ctx, n.fsys.bucket, key, "")
 		if err != nil {
 			return nil, n.fsys.errno("stat "+key, err)
@@ -222,7 +232,7 @@ func (n *fileNode) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.S
 		n.draft.attr(&out.Attr)
 		return 0
 	case truncate:
-		v, errno := n.headLocked(ctx)
+		v, errno := n.headLocked(ctx, false)
 		if errno != 0 {
 			return errno
 		}
@@ -250,6 +260,21 @@ func (n *fileNode) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.S
 	return n.attrLocked(&out.Attr)
 }
 
+// Open opens the inode's version for reading, or its draft (started
+// here if there is none) for writing or while it is written.
+//
+// The kernel keeps one page cache per inode, filled by the reads of
+// whichever handle misses it and written through by writes. A file
+// rewritten in the mount keeps its inode, so while a handle of an older
+// version is open (it opened before the rewrite), a handle opened later,
+// of the newer version or of the file's draft, is opened with
+// FOPEN_DIRECT_IO: its reads and writes go to the mount and never touch
+// the cache, so neither handle reads the other's bytes from it. The
+// older handle keeps the cache; once it is released the next open drops
+// the cache and uses it again. A direct handle cannot be mapped shared
+// (mmap fails with ENODEV); a private mapping reads through the shared
+// cache, which the kernel drops first, so pages the older handle reads
+// meanwhile show its bytes there.
 func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -264,10 +289,17 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 			return nil, 0, n.fsys.errno("open", err)
 		}
 		var fl uint32
-		if n.v.ID == n.cached && onlyReading(n.reading, n.v.ID) {
+		switch {
+		case !onlyReading(n.reading, n.v.ID):
+			// A handle of an older version is open: its reads may
+			// fill the page cache with its bytes at any time, so this
+			// handle reads past the cache.
+			fl = fuse.FOPEN_DIRECT_IO
+		case n.v.ID == n.cached:
 			fl = fuse.FOPEN_KEEP_CACHE
+		default: // the kernel drops the cached pages at this open
+			n.cached = n.v.ID
 		}
-		n.cached = n.v.ID
 		if n.reading == nil {
 			n.reading = map[meta.VersionID]int{}
 		}
@@ -275,7 +307,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 		return &readHandle{fsys: n.fsys, n: n, v: n.v, r: r}, fl, 0
 	}
 	if n.draft == nil {
-		v, errno := n.headLocked(ctx)
+		v, errno := n.headLocked(ctx, false)
 		if errno != 0 {
 			return nil, 0, errno
 		}
@@ -296,7 +328,13 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 		}
 	}
 	d.refs++
-	return &draftHandle{n: n, d: d, write: write}, 0, 0
+	var fl uint32
+	if len(n.reading) > 0 {
+		// Handles of a version are open: the draft's bytes and theirs
+		// must not meet in the page cache.
+		fl = fuse.FOPEN_DIRECT_IO
+	}
+	return &draftHandle{n: n, d: d, write: write}, fl, 0
 }
 
 // commitLocked queues d as the file's next version. An unlinked file has
@@ -410,7 +448,7 @@ func (n *fileNode) rename(ctx context.Context, src, dst string) syscall.Errno {
 			return errno
 		}
 	}
-	head, errno := n.headLocked(ctx)
+	head, errno := n.headLocked(ctx, true)
 	if errno != 0 {
 		return errno
 	}
@@ -440,7 +478,7 @@ func (n *fileNode) showLocked(head, v *meta.Version) {
 // file's last version waits in the journal, the change joins it instead
 // (see fsys.update).
 func (n *fileNode) updateLocked(ctx context.Context, op string, fn func(*object.Attrs) error) syscall.Errno {
-	head, errno := n.headLocked(ctx)
+	head, errno := n.headLocked(ctx, true)
 	if errno != 0 {
 		return errno
 	}

@@ -129,6 +129,40 @@ func (f *fsys) stat(ctx context.Context, prefix, key string) (object.Node, error
 	return object.Node{File: p.files[key]}, nil
 }
 
+// peek answers what key, in the directory of prefix, names from a page
+// that answers for it and is younger than the entry timeout, as stat
+// does, but without following a walk; ok is false when no page answers.
+// A change of a name checks it with peek after the kernel has looked the
+// name up (the lookup followed the walk), and the caller first settles
+// the changes of the mount queued for key.
+func (f *fsys) peek(prefix, key string) (st object.Node, ok bool) {
+	if f.opts.EntryTimeout <= 0 {
+		return object.Node{}, false
+	}
+	a := &f.ahead
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, p := a.find(prefix, key, time.Now().Add(-f.opts.EntryTimeout))
+	if p == nil || !p.answers(key) {
+		return object.Node{}, false
+	}
+	return object.Node{File: p.files[key]}, true
+}
+
+// statChange answers what key names for a change of it (create, rename):
+// from a page if one answers, else from the store. The changes queued
+// for key are settled first.
+func (f *fsys) statChange(ctx context.Context, key string) (object.Node, error) {
+	f.j.settle(key, key+"/")
+	if st, ok := f.peek(dirOf(key), key); ok {
+		return st, nil
+	}
+	return f.svc.Stat(ctx, f.bucket, key)
+}
+
+// dirOf returns the prefix of the directory that holds key.
+func dirOf(key string) string { return key[:strings.LastIndexByte(key, '/')+1] }
+
 // find returns the walk in the directory of prefix that is closest
 // behind key (threads walking parts of one directory each follow their
 // own), or nil, and its page if that covers key and was read after

@@ -47,3 +47,32 @@ func TestFUSELookupsInOrderSeeWritesAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// Renames and creates check their names against the pages read ahead
+// too: a write committed in the process after the page was read must
+// decide them all the same.
+func TestFUSEChangesInOrderSeeWritesAtOnce(t *testing.T) {
+	f := newFUSEMount(t, mountfs.Options{})
+	name := func(i int) string { return fmt.Sprintf("d/f%03d", i) }
+	for i := range 40 {
+		f.put(name(i), []byte("old"))
+	}
+	for i := range 5 { // a walk: the mount reads pages ahead of it
+		if _, err := os.Lstat(f.path(name(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.put(name(6), []byte("newer"))
+	moved := name(6) + "-moved" // within the page, as name(6) is
+	if err := os.Rename(f.path(name(6)), f.path(moved)); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.stored(moved); string(got) != "newer" {
+		t.Errorf("the rename moved %q, not the version put before it", got)
+	}
+	f.put("d/f007x", []byte("put"))
+	_, err := os.OpenFile(f.path("d/f007x"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if !errors.Is(err, fs.ErrExist) {
+		t.Errorf("exclusive create of a name put a moment before: %v, want EEXIST", err)
+	}
+}

@@ -863,6 +863,57 @@ func TestFUSEOpenHandleKeepsItsVersion(t *testing.T) {
 	}
 }
 
+// TestFUSEVersionsOfOneInodeShareNoPages: a file rewritten in the mount
+// keeps its inode, and the kernel one page cache per inode. A handle
+// opened before the rewrite keeps reading the old version; neither its
+// reads nor the writer's writes may put bytes in the cache that a handle
+// of another version then reads.
+func TestFUSEVersionsOfOneInodeShareNoPages(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{})
+	v1, v2, v3 := fuseRandom(3*fuseChunk), fuseRandom(3*fuseChunk), fuseRandom(3*fuseChunk)
+	f.write("k", v1)
+	open := func() *os.File {
+		h, err := os.Open(f.path("k"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		return h
+	}
+	check := func(h *os.File, want []byte, what string) {
+		t.Helper()
+		got, err := io.ReadAll(io.NewSectionReader(h, 0, 1<<30))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s read %d bytes (%v), not its version's", what, len(got), err)
+		}
+	}
+	a := open()
+	f.write("k", v2)
+	check(a, v1, "the handle opened before the rewrite")
+	b := open()
+	check(a, v1, "the handle opened before the rewrite, again")
+	check(b, v2, "the handle opened after the rewrite")
+
+	// A writer while a and b are open: its bytes are no version yet.
+	w, err := os.OpenFile(f.path("k"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteAt(v3, 0); err != nil {
+		t.Fatal(err)
+	}
+	check(a, v1, "the handle of the first version, during a write")
+	check(b, v2, "the handle of the second version, during a write")
+	check(w, v3, "the writer")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check(open(), v3, "a handle opened after the writer's close")
+	a.Close()
+	b.Close()
+	check(open(), v3, "a handle opened once the older ones were closed")
+}
+
 func TestFUSEFailedCommitFailsTheFsync(t *testing.T) {
 	f := newFUSEMount(t, fs.Options{})
 	file, err := os.Create(f.path("doomed"))
