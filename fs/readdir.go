@@ -64,12 +64,28 @@ type dirHandle struct {
 	// 2*maxReplay of them), so that a seek back among them hands them
 	// out again rather than listing the directory over (see Seekdir).
 	taken []dirent
+	// plus counts the entries READDIRPLUS was answered for, over the
+	// handle's life: a listing started over counts on (see maxPlus).
+	plus int
 }
 
 // maxReplay is how many of the last entries handed out a handle keeps
 // for a seek back: more than go-fuse sends in one answer, which is what
 // the kernel seeks back within when it took only part of it.
 const maxReplay = 1024
+
+// maxPlus is how many entries of one listing (one open handle, rewinddir
+// included) READDIRPLUS answers with attributes; the rest are sent bare,
+// and the kernel looks up those that are used. Each entry answered makes
+// an inode, here and in the kernel, that stays until the kernel forgets
+// it: about 1 KiB here (go-fuse's tables, the node, the version it
+// shows), and the kernel keeps an unused dentry until memory runs short.
+// Answering every entry of a listing of 1M files grew the server by
+// 1.3 GiB. 4096 answers `ls -l` of a directory that size with no lookup
+// per entry, and holds at most about 4 MiB per listing, a small part of
+// the 64 MiB a listing of 1M keys may take; past it, a stat costs a
+// lookup, as it would without READDIRPLUS.
+const maxPlus = 4096
 
 var (
 	_ = (fusefs.FileReaddirenter)((*dirHandle)(nil))
@@ -139,18 +155,24 @@ func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	return 0
 }
 
-// Lookup answers READDIRPLUS for the entry just read. It does not for a
+// Lookup answers READDIRPLUS for the entry just read. An error sends
+// the entry without attributes (node id 0): the kernel makes no inode
+// for it and looks the name up if it needs it. Lookup does not answer
+// past the first maxPlus entries of the handle's listing, nor for a
 // file the listing read before a change of it was made in the mount (an
 // entry handed out later than its page was read, in another getdents):
 // the kernel would keep the name, removed or renamed since, as there for
-// the entry timeout, and open it rather than create it. It looks the
-// entry up when it needs it.
+// the entry timeout, and open it rather than create it.
 func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	ctx = uninterrupted(ctx)
-	if name != h.last.name || h.last.v != nil && h.last.read.stale(h.last) {
+	if h.plus == maxPlus || name != h.last.name || h.last.v != nil && h.last.read.stale(h.last) {
 		return nil, syscall.ENOENT
 	}
-	return h.lookup(ctx, h.last, out)
+	ch, errno := h.lookup(ctx, h.last, out)
+	if errno == 0 {
+		h.plus++
+	}
+	return ch, errno
 }
 
 // Fsyncdir waits until every change made in the mount before it is
