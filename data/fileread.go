@@ -26,7 +26,10 @@ type fileReader struct {
 	// are read from f at its offset, or are zeros when f is nil (a hole).
 	f    *os.File
 	pend int64
-	err  error // sticky
+	// ahead is 1 + the index of the chunk range last prefetched, 0 before
+	// the first piece.
+	ahead int
+	err   error // sticky
 }
 
 // piece makes the current piece hold the byte at off, opening the next
@@ -48,6 +51,8 @@ func (r *fileReader) piece() error {
 	i := r.ra.chunk(r.off)
 	start := r.ra.ends[i] - r.ra.m.Chunks[i].Length // of the chunk range, in the object
 	r.pend = min(r.end, r.ra.ends[i])
+	first := r.ahead == 0 // no piece asked for chunk range i ahead
+	r.prefetch(i + 1)
 	c := r.ra.m.Chunks[i]
 	if c.Hole() {
 		return nil
@@ -57,10 +62,33 @@ func (r *fileReader) piece() error {
 		return r.fail(err)
 	}
 	r.f = f
-	if _, err := f.Seek(c.Offset+r.off-start, io.SeekStart); err != nil {
+	at := c.Offset + r.off - start
+	if _, err := f.Seek(at, io.SeekStart); err != nil {
 		return r.fail(fmt.Errorf("read chunk %s: %w", ChunkID(c.Id), err))
 	}
+	if first {
+		willNeed(f, at, r.pend-r.off)
+	}
 	return nil
+}
+
+// prefetch asks the kernel to read the part of chunk range i the stream
+// will send, if any, while the current piece is sent: the file of a chunk
+// that is not in the page cache is then read from the disk ahead of its
+// turn, as the buffered reader's fetcher reads ahead of its consumer. A
+// chunk that cannot be opened is left for piece to report.
+func (r *fileReader) prefetch(i int) {
+	r.ahead = i + 1
+	if i >= len(r.ra.m.Chunks) || r.pend >= r.end || r.ra.m.Chunks[i].Hole() {
+		return
+	}
+	c := r.ra.m.Chunks[i]
+	f, err := r.fs.OpenChunk(ChunkID(c.Id))
+	if err != nil {
+		return
+	}
+	willNeed(f, c.Offset, min(c.Length, r.end-r.pend))
+	f.Close()
 }
 
 // short is the error of a piece whose file ended before the manifest

@@ -149,11 +149,11 @@ type Stream interface {
 }
 
 // NewReader streams the bytes [off, off+n) of m (n < 0: to the end). From
-// a FileStore it reads each chunk's file in turn (the kernel reads ahead
-// within a file); from any other store it fetches the next piece (one
-// chunk range at most) while the caller consumes the current one, so that
-// a slow client and a slow store overlap without buffering more than two
-// chunks. A range outside m fails on the first Read with an error wrapping
+// a FileStore it reads each chunk's file in turn, having asked the kernel
+// to read the next one into the page cache meanwhile; from any other store
+// it fetches the next piece (one chunk range at most) while the caller
+// consumes the current one. Either way a slow client and a slow store
+// overlap, without buffering more than two chunks. A range outside m fails on the first Read with an error wrapping
 // ErrRange. The caller must Close the reader; ctx bounds every chunk read.
 func NewReader(ctx context.Context, s Store, m *Manifest, off, n int64) Stream {
 	if n < 0 {
