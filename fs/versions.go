@@ -293,6 +293,13 @@ func (p *versionsPager) next(ctx context.Context) ([]dirent, bool, error) {
 		return nil, false, p.fsys.errno("list versions "+prefix, err)
 	}
 	p.keyMarker, p.idMarker = res.NextKeyMarker, res.NextVersionIDMarker
+	if p.idMarker == meta.NullVersion {
+		// "null" names whichever row is the key's null version when the
+		// next page is read: a PUT in a suspended bucket may have put a
+		// new one at the head since, or removed it. The row's own id
+		// resumes after it, even if it is gone (ids are ordered).
+		p.idMarker = res.Versions[len(res.Versions)-1].ID.String()
+	}
 	if !p.names {
 		return p.versions(res), false, nil
 	}
