@@ -19,7 +19,11 @@ type preconditions struct {
 // "X-Amz-Copy-Source-").
 func readPreconditions(h http.Header, prefix string) preconditions {
 	date := func(name string) time.Time {
-		t, _ := http.ParseTime(h.Get(prefix + name))
+		v := h.Get(prefix + name)
+		if v == "" { // most requests: spare the three failed parses
+			return time.Time{}
+		}
+		t, _ := http.ParseTime(v)
 		return t
 	}
 	return preconditions{
