@@ -46,6 +46,9 @@ type walk struct {
 	ahead int
 	size  int // of the next page
 	page  *page
+	// next is the page after page, read in the background (see
+	// readNext) so that the walk finds it read when it gets there.
+	next *page
 }
 
 // A page is a piece of the listing of the directory of prefix: the keys
@@ -64,6 +67,10 @@ type page struct {
 	// process changed since the read began: the store answers for them.
 	changed map[string]bool
 	read    time.Time // when the read began
+	// done, for a page read in the background, is closed once it is
+	// read; ok says whether the store answered.
+	done chan struct{}
+	ok   bool
 }
 
 // covers reports whether p's range holds key.
@@ -88,11 +95,19 @@ func (f *fsys) stat(ctx context.Context, prefix, key string) (object.Node, error
 		return f.svc.Stat(ctx, f.bucket, key)
 	}
 	a := &f.ahead
+	since := time.Now().Add(-f.opts.EntryTimeout)
 	a.mu.Lock()
-	w, p := a.find(prefix, key, time.Now().Add(-f.opts.EntryTimeout))
+	w, p, wait := a.find(prefix, key, since)
+	for wait != nil { // the page that holds key is being read
+		a.mu.Unlock()
+		<-wait
+		a.mu.Lock()
+		w, p, wait = a.find(prefix, key, since)
+	}
 	if p != nil {
 		w.last = key
 		answered := p.answers(key)
+		f.readNext(w)
 		a.mu.Unlock()
 		if answered {
 			return object.Node{File: p.files[key]}, nil
@@ -117,9 +132,11 @@ func (f *fsys) stat(ctx context.Context, prefix, key string) (object.Node, error
 	ok := f.readPage(ctx, p, size) && p.covers(key) && !p.dirs[key]
 	a.mu.Lock()
 	a.reading = slices.DeleteFunc(a.reading, func(r *page) bool { return r == p })
-	w.page, w.size = p, min(2*size, maxPage)
+	w.page, w.next, w.size = p, nil, min(2*size, maxPage)
 	if !ok { // not a walk after all
 		w.page, w.size, w.ahead = nil, firstPage, 0
+	} else {
+		f.readNext(w)
 	}
 	answered := ok && !p.changed[key]
 	a.mu.Unlock()
@@ -127,6 +144,32 @@ func (f *fsys) stat(ctx context.Context, prefix, key string) (object.Node, error
 		return f.svc.Stat(ctx, f.bucket, key)
 	}
 	return object.Node{File: p.files[key]}, nil
+}
+
+// readNext starts reading the page after w's in the background, unless
+// it is read already or w's page ends the directory: a walk that reached
+// a page goes on to the next one, and finds it read (or being read)
+// rather than waiting for the store there. mu is held.
+func (f *fsys) readNext(w *walk) {
+	p := w.page
+	if p == nil || p.to == "" || w.next != nil {
+		return
+	}
+	a := &f.ahead
+	n := a.beginLocked(w.prefix, p.to)
+	n.done = make(chan struct{})
+	w.next = n
+	size := w.size
+	w.size = min(2*size, maxPage)
+	go func() {
+		// The read outlives the lookup that started it.
+		ok := f.readPage(context.Background(), n, size)
+		a.mu.Lock()
+		a.reading = slices.DeleteFunc(a.reading, func(r *page) bool { return r == n })
+		n.ok = ok
+		a.mu.Unlock()
+		close(n.done)
+	}()
 }
 
 // peek answers what key, in the directory of prefix, names from a page
@@ -142,7 +185,7 @@ func (f *fsys) peek(prefix, key string) (st object.Node, ok bool) {
 	a := &f.ahead
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_, p := a.find(prefix, key, time.Now().Add(-f.opts.EntryTimeout))
+	_, p, _ := a.find(prefix, key, time.Now().Add(-f.opts.EntryTimeout))
 	if p == nil || !p.answers(key) {
 		return object.Node{}, false
 	}
@@ -166,27 +209,40 @@ func dirOf(key string) string { return key[:strings.LastIndexByte(key, '/')+1] }
 // find returns the walk in the directory of prefix that is closest
 // behind key (threads walking parts of one directory each follow their
 // own), or nil, and its page if that covers key and was read after
-// since; mu is held.
-func (a *lookahead) find(prefix, key string, since time.Time) (*walk, *page) {
+// since; or, when the walk's next page is still being read and key lies
+// in it, a channel closed once it is read (the caller waits, then asks
+// again). mu is held.
+func (a *lookahead) find(prefix, key string, since time.Time) (*walk, *page, <-chan struct{}) {
 	var best *walk
 	for i := len(a.walks) - 1; i >= 0; i-- {
 		w := a.walks[i]
 		if w.prefix != prefix {
 			continue
 		}
+		if n := w.next; n != nil && key > n.from && (w.page == nil || !w.page.covers(key)) {
+			select {
+			case <-n.done:
+				w.next = nil
+				if n.ok {
+					w.page = n
+				}
+			default:
+				return w, nil, n.done
+			}
+		}
 		if p := w.page; p != nil && p.covers(key) {
 			if p.read.Before(since) {
 				w.page = nil
-				return w, nil
+				return w, nil, nil
 			}
 			a.touch(i)
-			return w, p
+			return w, p, nil
 		}
 		if w.last < key && (best == nil || w.last > best.last) {
 			best = w
 		}
 	}
-	return best, nil
+	return best, nil, nil
 }
 
 // touch makes walk i the most recently used; mu is held.
@@ -239,6 +295,7 @@ func (a *lookahead) changed(key string) {
 	}
 	for _, w := range a.walks {
 		mark(w.page)
+		mark(w.next)
 	}
 	for _, p := range a.reading {
 		mark(p)

@@ -1,10 +1,14 @@
 package fs
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/object"
 )
 
 // A commit of this process makes a page read ahead forget the name it
@@ -32,7 +36,7 @@ func TestPageForgetsChangedNames(t *testing.T) {
 			t.Errorf("after the commits, page answers %s: %v, want %v", key, got, want)
 		}
 	}
-	w, got := a.find("d/", "d/b", time.Now().Add(-time.Hour))
+	w, got, _ := a.find("d/", "d/b", time.Now().Add(-time.Hour))
 	if w == nil || got != p {
 		t.Fatalf("find(d/b) = %v, %v: the commits dropped the page", w, got)
 	}
@@ -53,6 +57,51 @@ func TestPageBeingReadLearnsOfCommits(t *testing.T) {
 	for key, want := range map[string]bool{"b": true, "m": false, "z": false} {
 		if got := p.answers(key); got != want {
 			t.Errorf("page read across the commits answers %s: %v, want %v", key, got, want)
+		}
+	}
+}
+
+// A walk reads the page after its page in the background. A commit that
+// lands once that page is read is marked in it as in the walk's page.
+func TestNextPageLearnsOfCommits(t *testing.T) {
+	f := newTestFsys(t)
+	f.opts.EntryTimeout = time.Hour
+	f.svc.Watch(func(c object.Change) { f.ahead.changed(c.Key) })
+	ctx := context.Background()
+	key := func(i int) string { return fmt.Sprintf("d/k%03d", i) }
+	put := func(i int, body string) {
+		if _, err := f.svc.Put(ctx, "bkt", key(i), strings.NewReader(body), object.PutOptions{Size: int64(len(body))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 100 {
+		put(i, "old")
+	}
+	i := 0
+	var next *page
+	for ; next == nil; i++ { // a walk, until its next page is being read
+		if _, err := f.stat(ctx, "d/", key(i)); err != nil {
+			t.Fatal(err)
+		}
+		f.ahead.mu.Lock()
+		if w := f.ahead.walks[len(f.ahead.walks)-1]; w.next != nil {
+			next = w.next
+		}
+		f.ahead.mu.Unlock()
+	}
+	<-next.done
+	later := i + firstPage + 5 // in the next page
+	put(later, "newer")
+	for ; i <= later; i++ {
+		st, err := f.stat(ctx, "d/", key(i))
+		if err != nil || st.File == nil {
+			t.Fatalf("%s: %v, %v", key(i), st.File, err)
+		}
+		if want := int64(len("old")); i == later {
+			want = int64(len("newer"))
+			if st.File.Size != want {
+				t.Errorf("%s after a newer version was put: %d bytes, want %d", key(i), st.File.Size, want)
+			}
 		}
 	}
 }
