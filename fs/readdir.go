@@ -84,10 +84,8 @@ const maxReplay = 1024
 // 1.3 GiB. 4096 answers `ls -l` of a directory that size with no lookup
 // per entry, and holds at most about 4 MiB per listing, a small part of
 // the 64 MiB a listing of 1M keys may take; past it, a stat costs a
-// lookup, as it would without READDIRPLUS. Little is lost there: ls
-// stats after it has listed everything, and the kernel looks an entry up
-// again once its entry timeout (1s by default) has passed, which the
-// first entries of a listing much longer than 4096 often have by then.
+// lookup, as it would without READDIRPLUS (ls -l stats each batch of
+// names getdents returns before it asks for the next).
 const maxPlus = 4096
 
 var (
