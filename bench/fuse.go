@@ -22,21 +22,27 @@ import (
 )
 
 // The FUSE figures run the same workloads, in the same run and on the
-// same disk, on three trees: a stratafs mount; a go-fuse passthrough
-// (loopback) mount, the floor no FUSE file system gets below, mounted
-// with the options stratafs uses so that the ratio compares the file
-// systems and not their options; and the bare disk, for scale.
+// same disk, on four trees: a stratafs mount; a go-fuse loopback mount,
+// mounted with the options stratafs uses so that the ratio compares the
+// file systems and not their options; the bare disk, for scale; and the
+// same loopback with its files served by its FUSE server ("served").
 //
 // As root on Linux 6.9 or later, go-fuse's loopback hands every open file
 // to the kernel (FUSE_PASSTHROUGH): its reads and writes then never reach
 // the FUSE server, so they run at the disk's speed. A file system whose
-// files are not each one local file cannot do that. The sequential
-// figures therefore run on a fourth tree as well, the same loopback with
-// its files served by the FUSE server ("served"), and print stratafs's
-// ratio to it too: the floor for bytes that pass through a FUSE server. Every
-// workload runs in fuseRounds rounds, each on every tree in turn (in an
-// order that rotates), and each tree's best round is kept, so that a
-// burst of load from elsewhere on the machine does not decide a ratio.
+// files are not each one local file cannot do that, and no FUSE file
+// system's bytes can go faster through FUSE than a server that passes
+// them on: the sequential figures' target is the ratio to "served", the
+// floor for bytes that go through FUSE; the ratio to the passthrough
+// loopback is printed beside it, with no target. The metadata figures'
+// target is the ratio to the loopback, and their ratio to "served" is
+// printed beside it: passthrough spares the loopback one request of a
+// create's seven (the WRITE; LOOKUP, CREATE, GETXATTR, FLUSH, RELEASE and
+// the directory's GETATTR remain), and changes nothing of stat, readdir,
+// rename and unlink, which open no file. Every workload runs in
+// fuseRounds rounds, each on every tree in turn (in an order that
+// rotates), and each tree's best round is kept, so that a burst of load
+// from elsewhere on the machine does not decide a ratio.
 
 // fuseTimeout is the entry and attribute timeout of both mounts, the
 // default of `stratafs mount`.
@@ -79,11 +85,13 @@ func fuseFigures(w *tabwriter.Writer, scratch string) {
 			}
 		}
 	}
-	// every runs a workload's rounds on the first n trees, prints each
-	// tree's best round and the ratio of stratafs's to the loopback
-	// floor's (and to the served loopback's, when it ran). run gets the
-	// round's number.
-	every := func(n int, fig, unit, target string, run func(t *fuseTree, round int) float64) {
+	// every runs a workload's rounds on every tree, prints each tree's
+	// best round, stratafs's ratio to base (the loopback or the served
+	// one) with the target, and its ratio to the other loopback beside
+	// it. run gets the round's number.
+	const loopback, served = 1, 3
+	every := func(base int, fig, unit, target string, run func(t *fuseTree, round int) float64) {
+		n := len(trees)
 		best := make([]float64, n)
 		for r := range fuseRounds {
 			for k := range n {
@@ -94,16 +102,22 @@ func fuseFigures(w *tabwriter.Writer, scratch string) {
 				best[i] = max(best[i], run(trees[i], r))
 			}
 		}
-		for i, t := range trees[:n] {
+		for i, t := range trees {
 			fmt.Fprintf(w, "fuse:%s\t%s\t%.0f\t%s\t\n", t.name, fig, best[i], unit)
 		}
-		fmt.Fprintf(w, "fuse\t%s: stratafs ÷ loopback (target %s)\t%.2f\t×\t\n", fig, target, best[0]/best[1])
-		if n > 3 {
-			fmt.Fprintf(w, "fuse\t%s: stratafs ÷ served loopback\t%.2f\t×\t\n", fig, best[0]/best[3])
+		ratio := func(i int, label string) {
+			fmt.Fprintf(w, "fuse\t%s: stratafs ÷ %s\t%.2f\t×\t\n", fig, label, best[0]/best[i])
+		}
+		if base == served {
+			ratio(served, "served loopback (target "+target+")")
+			ratio(loopback, "passthrough loopback (no target: its file bytes bypass FUSE)")
+		} else {
+			ratio(loopback, "loopback (target "+target+")")
+			ratio(served, "served loopback (no target; shows what passthrough changes)")
 		}
 	}
 	each := func(fig, unit, target string, run func(t *fuseTree, round int) float64) {
-		every(3, fig, unit, target, run)
+		every(loopback, fig, unit, target, run)
 	}
 	block := make([]byte, 4096)
 	_, err := rand.Read(block)
@@ -157,13 +171,13 @@ func fuseFigures(w *tabwriter.Writer, scratch string) {
 
 	mib := float64(big) / (1 << 20)
 	bigName := func(t *fuseTree, r int) string { return filepath.Join(t.dir, fmt.Sprintf("big-%d", r)) }
-	every(len(trees), fmt.Sprintf("sequential write of %.0f MiB + fsync", mib), "MiB/s", "≥ 0.80", func(t *fuseTree, r int) float64 {
+	every(served, fmt.Sprintf("sequential write of %.0f MiB + fsync", mib), "MiB/s", "≥ 0.80", func(t *fuseTree, r int) float64 {
 		start := time.Now()
 		writeSeq(bigName(t, r), big)
 		return mib / time.Since(start).Seconds()
 	})
 	forget() // the reads below come through the file system, not the kernel's cache of it
-	every(len(trees), fmt.Sprintf("sequential read of %.0f MiB", mib), "MiB/s", "≥ 0.80", func(t *fuseTree, r int) float64 {
+	every(served, fmt.Sprintf("sequential read of %.0f MiB", mib), "MiB/s", "≥ 0.80", func(t *fuseTree, r int) float64 {
 		start := time.Now()
 		readSeq(bigName(t, r), big)
 		return mib / time.Since(start).Seconds()
