@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
 	"github.com/stratafs/stratafs/data/local"
 	"github.com/stratafs/stratafs/fs"
 	"github.com/stratafs/stratafs/meta"
@@ -136,5 +139,88 @@ func BenchmarkMountRename(b *testing.B) {
 		if err := os.Rename(benchName(dir, i), benchName(dir, i)+"g"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// loopbackMount mounts go-fuse's loopback of a temporary directory with
+// the options `make bench` gives it; remount is as for benchMount.
+func loopbackMount(b *testing.B) (dir string, remount func()) {
+	tmp := b.TempDir()
+	src, dir := filepath.Join(tmp, "src"), filepath.Join(tmp, "mnt")
+	for _, d := range []string{src, dir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	timeout := time.Second
+	mount := func() *fuse.Server {
+		root, err := fusefs.NewLoopbackRoot(src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := fusefs.Mount(dir, root, &fusefs.Options{
+			MountOptions: fuse.MountOptions{Options: []string{"default_permissions"}, DirectMount: true, MaxWrite: 1 << 20},
+			EntryTimeout: &timeout, AttrTimeout: &timeout, NegativeTimeout: &timeout, NullPermissions: true,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	s := mount()
+	b.Cleanup(func() { s.Unmount() })
+	return dir, func() {
+		if err := s.Unmount(); err != nil {
+			b.Fatal(err)
+		}
+		s = mount()
+	}
+}
+
+// BenchmarkVsLoopback runs each operation on a stratafs mount and on a
+// go-fuse loopback mount in turns of a hundred, so that the load of a
+// shared machine falls on both alike, and reports stratafs's rate as a
+// share of the loopback's (the "ratio" metric; ns/op is per operation on
+// both).
+func BenchmarkVsLoopback(b *testing.B) {
+	const turn = 100
+	for _, op := range []struct {
+		name  string
+		setup func(dir string, n int, remount func())
+		run   func(dir string, i int) error
+	}{
+		{"create", nil, func(dir string, i int) error { return os.WriteFile(benchName(dir, i), block, 0o644) }},
+		{"stat", func(dir string, n int, remount func()) { create(b, dir, n); remount() }, func(dir string, i int) error {
+			_, err := os.Lstat(benchName(dir, i))
+			return err
+		}},
+		{"rename", func(dir string, n int, _ func()) { create(b, dir, n) }, func(dir string, i int) error {
+			return os.Rename(benchName(dir, i), benchName(dir, i)+"g")
+		}},
+	} {
+		b.Run(op.name, func(b *testing.B) {
+			dirs, remounts := make([]string, 2), make([]func(), 2)
+			dirs[0], remounts[0] = benchMount(b)
+			dirs[1], remounts[1] = loopbackMount(b)
+			if op.setup != nil {
+				for k := range dirs {
+					op.setup(dirs[k], b.N, remounts[k])
+				}
+			}
+			b.ResetTimer()
+			var spent [2]time.Duration
+			for start := 0; start < b.N; start += turn {
+				for k := range dirs {
+					t := time.Now()
+					for i := start; i < min(start+turn, b.N); i++ {
+						if err := op.run(dirs[k], i); err != nil {
+							b.Fatal(err)
+						}
+					}
+					spent[k] += time.Since(t)
+				}
+			}
+			b.ReportMetric(float64(spent[1])/float64(spent[0]), "ratio")
+		})
 	}
 }
