@@ -64,9 +64,15 @@ type dirHandle struct {
 	// 2*maxReplay of them), so that a seek back among them hands them
 	// out again rather than listing the directory over (see Seekdir).
 	taken []dirent
-	// plus counts the entries READDIRPLUS was answered for, over the
-	// handle's life: a listing started over counts on (see maxPlus).
+	// plus counts the entries READDIRPLUS was answered for since the
+	// listing started or the kernel last looked up an entry sent bare:
+	// rewinddir does not reset it (see maxPlus).
 	plus int
+	// dir, if set, is the directory's inode: the entries the kernel
+	// looked up are its children. probe is the first entry sent bare
+	// since plus reached maxPlus that had no inode then.
+	dir   *fusefs.Inode
+	probe string
 }
 
 // maxReplay is how many of the last entries handed out a handle keeps
@@ -83,9 +89,14 @@ const maxReplay = 1024
 // Answering every entry of a listing of 1M files grew the server by
 // 1.3 GiB. 4096 answers `ls -l` of a directory that size with no lookup
 // per entry, and holds at most about 4 MiB per listing, a small part of
-// the 64 MiB a listing of 1M keys may take; past it, a stat costs a
-// lookup, as it would without READDIRPLUS (ls -l stats each batch of
-// names getdents returns before it asks for the next).
+// the 64 MiB a listing of 1M keys may take.
+//
+// A process that stats what it lists makes those inodes anyway, by
+// lookups, which cost more than answering READDIRPLUS: ls -l of 100,000
+// files took half again as long. ls -l stats each batch of names that
+// getdents returns before it asks for the next, so once the kernel has
+// looked up an entry the listing sent bare, the listing answers the next
+// maxPlus entries (see Lookup).
 const maxPlus = 4096
 
 var (
@@ -159,15 +170,25 @@ func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 // Lookup answers READDIRPLUS for the entry just read. An error sends
 // the entry without attributes (node id 0): the kernel makes no inode
 // for it and looks the name up if it needs it. Lookup does not answer
-// past the first maxPlus entries of the handle's listing, nor for a
+// past the first maxPlus entries of the handle's listing, unless the
+// kernel looked up an entry sent bare since (see maxPlus); nor for a
 // file the listing read before a change of it was made in the mount (an
 // entry handed out later than its page was read, in another getdents):
 // the kernel would keep the name, removed or renamed since, as there for
 // the entry timeout, and open it rather than create it.
 func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	ctx = uninterrupted(ctx)
-	if h.plus == maxPlus || name != h.last.name || h.last.v != nil && h.last.read.stale(h.last) {
+	if name != h.last.name || h.last.v != nil && h.last.read.stale(h.last) {
 		return nil, syscall.ENOENT
+	}
+	if h.plus == maxPlus {
+		if h.probe == "" || h.dir.GetChild(h.probe) == nil {
+			if h.probe == "" && h.dir != nil && h.dir.GetChild(name) == nil {
+				h.probe = name
+			}
+			return nil, syscall.ENOENT
+		}
+		h.plus, h.probe = 0, ""
 	}
 	ch, errno := h.lookup(ctx, h.last, out)
 	if errno == 0 {

@@ -150,7 +150,9 @@ func (n *versionsDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.F
 		p.merge.prefix = p.namesPrefix()
 		return p
 	}
-	return newDirHandle(list, n.direntLookup, n.fsys.j.sync), 0, 0
+	h := newDirHandle(list, n.direntLookup, n.fsys.j.sync)
+	h.dir = n.EmbeddedInode()
+	return h, 0, 0
 }
 
 // direntLookup answers READDIRPLUS from the listing alone: it named
