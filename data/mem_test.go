@@ -27,6 +27,10 @@ type memStore struct {
 	puts    atomic.Int32 // Puts started
 	running atomic.Int32 // Puts not yet returned
 
+	failWrite int          // when > 0, the failWrite-th chunk writer Write fails
+	writes    atomic.Int32 // chunk writer Writes
+	writers   atomic.Int32 // chunk writers neither committed nor aborted
+
 	mu     sync.Mutex
 	chunks map[data.ChunkID][]byte
 }
@@ -97,10 +101,65 @@ func (s *memStore) len() int {
 	return len(s.chunks)
 }
 
+// streamMem is a memStore taken as a StreamStore: its chunk writers
+// gather a chunk and Put it on Commit.
+type streamMem struct{ *memStore }
+
+func (s streamMem) CreateChunk(id data.ChunkID) (data.ChunkWriter, error) {
+	s.writers.Add(1)
+	return &memChunk{s: s.memStore, id: id}, nil
+}
+
+type memChunk struct {
+	s    *memStore
+	id   data.ChunkID
+	b    []byte
+	done bool
+}
+
+func (c *memChunk) Write(b []byte) (int, error) {
+	if int(c.s.writes.Add(1)) == c.s.failWrite {
+		return 0, fmt.Errorf("write chunk %s: %w", c.id, errInjected)
+	}
+	c.b = append(c.b, b...)
+	return len(b), nil
+}
+
+func (c *memChunk) Commit(ctx context.Context) error {
+	c.end()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put chunk %s: %w", c.id, err)
+	}
+	return c.s.Put(ctx, c.id, c.b)
+}
+
+func (c *memChunk) Abort() { c.end() }
+
+func (c *memChunk) end() {
+	if !c.done {
+		c.done = true
+		c.s.writers.Add(-1)
+	}
+}
+
+// kinds are the two ways Write stores chunks: whole, by Put, and as they
+// arrive, to a StreamStore's chunk writers.
+var kinds = []struct {
+	name string
+	of   func(*memStore) data.Store
+}{
+	{"put", func(s *memStore) data.Store { return s }},
+	{"stream", func(s *memStore) data.Store { return streamMem{s} }},
+}
+
 // The fake must keep the contract the real stores keep, or the tests
 // below prove nothing.
 func TestMemStoreContract(t *testing.T) {
-	storetest.Run(t, func(*testing.T) data.Store { return newMem() })
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			storetest.Run(t, func(*testing.T) data.Store { return k.of(newMem()) })
+		})
+	}
 }
 
 // chunked stores b in s behind a manifest of ranges of random length, each

@@ -78,12 +78,18 @@ func TestOverwritePastTheEndMakesAHole(t *testing.T) {
 
 // Write stores a chunk of zeros as a hole, and ReaderAt reads it as zeros.
 func TestWriteStoresZeroChunksAsHoles(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) { testZeroChunks(t, k.of) })
+	}
+}
+
+func testZeroChunks(t *testing.T, of func(*memStore) data.Store) {
 	ctx := context.Background()
 	const cs = 1 << 10
 	body := make([]byte, 10*cs)
 	copy(body[3*cs:], storetest.Random(2, cs))
 	s := newMem()
-	w, err := data.Write(ctx, s, bytes.NewReader(body), data.WriteOptions{ChunkSize: cs})
+	w, err := data.Write(ctx, of(s), bytes.NewReader(body), data.WriteOptions{ChunkSize: cs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,5 +111,27 @@ func TestWriteStoresZeroChunksAsHoles(t *testing.T) {
 	}
 	if _, _, ok := r.Span(4*cs-5, 10); ok {
 		t.Error("Span across a chunk's end names one chunk")
+	}
+}
+
+// A chunk that is not all zeros is stored whole, its leading zeros too,
+// when they fill pieces of their own before its first other byte.
+func TestWriteLeadingZeros(t *testing.T) {
+	const cs = 1<<20 + 5000
+	for _, k := range kinds {
+		body := make([]byte, 2*cs)
+		copy(body[cs+600<<10:], storetest.Random(3, 1000)) // in the chunk's third piece
+		body[2*cs-1] = 1
+		s := newMem()
+		w, err := data.Write(context.Background(), k.of(s), bytes.NewReader(body), data.WriteOptions{ChunkSize: cs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.len() != 1 || len(w.Manifest.Chunks) != 2 || !w.Manifest.Chunks[0].Hole() {
+			t.Errorf("%s: %d chunks stored, manifest %v; want a hole, then one chunk", k.name, s.len(), w.Manifest)
+		}
+		if !bytes.Equal(contents(t, s, w.Manifest), body) {
+			t.Fatalf("%s: wrong bytes", k.name)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -80,4 +81,29 @@ type FileStore interface {
 	// OpenChunk opens the file of chunk id for reading; ErrNoSuchChunk if
 	// the chunk is missing. The caller closes it.
 	OpenChunk(id ChunkID) (*os.File, error)
+}
+
+// A StreamStore is a Store that takes a chunk's bytes as they arrive,
+// rather than whole in a buffer: Write then streams a body to its chunks
+// through a few small buffers instead of holding chunks in memory.
+type StreamStore interface {
+	Store
+	// CreateChunk starts chunk id. Nothing may name it before its
+	// writer's Commit returned nil.
+	CreateChunk(id ChunkID) (ChunkWriter, error)
+}
+
+// A ChunkWriter receives one chunk's bytes, in order. Commit or Abort ends
+// it; Abort after Commit does nothing. It need not be safe for concurrent
+// use, but Commit may run on another goroutine than the Writes.
+type ChunkWriter interface {
+	// Write appends b to the chunk; it must not keep b. After an error
+	// the writer is only good for Abort.
+	io.Writer
+	// Commit makes the chunk durable under its id, as a Put returning nil
+	// does. On error the chunk does not exist and nothing of it is left
+	// behind.
+	Commit(ctx context.Context) error
+	// Abort discards the chunk: nothing of it is left behind.
+	Abort()
 }

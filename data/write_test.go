@@ -21,39 +21,50 @@ import (
 const testChunk = 64 << 10
 
 func TestWriteRead(t *testing.T) {
-	ctx := context.Background()
-	const cs = testChunk
-	for _, size := range []int{0, 1, 4095, 4096, 4097, cs - 1, cs, cs + 1, 3*cs + 17} {
-		t.Run(fmt.Sprint(size), func(t *testing.T) {
-			s := newMem()
-			b := storetest.Random(uint64(size), size)
-			// Short reads, and data arriving with io.EOF, must not matter.
-			body := iotest.DataErrReader(iotest.HalfReader(bytes.NewReader(b)))
-			w, err := data.Write(ctx, s, body, data.WriteOptions{ChunkSize: cs})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if w.Size != int64(size) || w.Manifest.Size != int64(size) {
-				t.Fatalf("size %d, manifest size %d; want %d", w.Size, w.Manifest.Size, size)
-			}
-			if w.MD5 != md5.Sum(b) {
-				t.Fatalf("MD5 %x, want %x", w.MD5, md5.Sum(b))
-			}
-			chunks := 0
-			if size > data.DefaultInlineMax {
-				chunks = (size + cs - 1) / cs
-			} else if !bytes.Equal(w.Manifest.Inline, b) {
-				t.Fatalf("%d bytes not inline", size)
-			}
-			if len(w.Manifest.Chunks) != chunks || s.len() != chunks {
-				t.Fatalf("%d chunks listed, %d stored; want %d", len(w.Manifest.Chunks), s.len(), chunks)
-			}
-			if !bytes.Equal(contents(t, s, w.Manifest), b) {
-				t.Fatal("read back wrong bytes")
-			}
-			checkRanges(t, s, w.Manifest, b)
-		})
+	// Chunks smaller than a piece buffer, and larger by a piece and a bit.
+	const small, large = testChunk, 1<<20 + 5000
+	for _, k := range kinds {
+		for _, r := range [][2]int{
+			{small, 0}, {small, 1}, {small, 4095}, {small, 4096}, {small, 4097},
+			{small, small - 1}, {small, small}, {small, small + 1}, {small, 3*small + 17},
+			{large, large}, {large, 2*large + 300<<10},
+		} {
+			t.Run(fmt.Sprint(k.name, "/", r[0], "/", r[1]), func(t *testing.T) { testWriteRead(t, k.of, r[0], r[1]) })
+		}
 	}
+}
+
+// testWriteRead writes size bytes in chunks of cs to a store of(a memStore)
+// and reads them back.
+func testWriteRead(t *testing.T, of func(*memStore) data.Store, cs, size int) {
+	ctx := context.Background()
+	s := newMem()
+	b := storetest.Random(uint64(size), size)
+	// Short reads, and data arriving with io.EOF, must not matter.
+	body := iotest.DataErrReader(iotest.HalfReader(bytes.NewReader(b)))
+	w, err := data.Write(ctx, of(s), body, data.WriteOptions{ChunkSize: cs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Size != int64(size) || w.Manifest.Size != int64(size) {
+		t.Fatalf("size %d, manifest size %d; want %d", w.Size, w.Manifest.Size, size)
+	}
+	if w.MD5 != md5.Sum(b) {
+		t.Fatalf("MD5 %x, want %x", w.MD5, md5.Sum(b))
+	}
+	chunks := 0
+	if size > data.DefaultInlineMax {
+		chunks = (size + cs - 1) / cs
+	} else if !bytes.Equal(w.Manifest.Inline, b) {
+		t.Fatalf("%d bytes not inline", size)
+	}
+	if len(w.Manifest.Chunks) != chunks || s.len() != chunks {
+		t.Fatalf("%d chunks listed, %d stored; want %d", len(w.Manifest.Chunks), s.len(), chunks)
+	}
+	if !bytes.Equal(contents(t, s, w.Manifest), b) {
+		t.Fatal("read back wrong bytes")
+	}
+	checkRanges(t, s, w.Manifest, b)
 }
 
 // checkRanges reads random ranges of m back both ways and compares them
@@ -96,34 +107,59 @@ func checkRanges(t *testing.T, s data.Store, m *data.Manifest, b []byte) {
 // leaves no chunk behind, wherever in the stream the failure happens.
 func TestWritePutFails(t *testing.T) {
 	b := storetest.Random(1, 6*testChunk+3)
-	for n := 1; n <= 7; n++ {
+	for _, k := range kinds {
+		for n := 1; n <= 7; n++ {
+			s := newMem()
+			s.failPut, s.putDelay = n, time.Millisecond
+			_, err := data.Write(context.Background(), k.of(s), bytes.NewReader(b), data.WriteOptions{ChunkSize: testChunk})
+			if !errors.Is(err, errInjected) {
+				t.Fatalf("%s: Put %d failing: Write returned %v", k.name, n, err)
+			}
+			if running := s.running.Load(); running != 0 {
+				t.Fatalf("%s: Put %d failing: Write returned with %d Puts running", k.name, n, running)
+			}
+			leftBehind(t, s)
+		}
+	}
+}
+
+// leftBehind fails t if a failed Write left a chunk or an open chunk
+// writer (a temporary file, on disk) in s.
+func leftBehind(t *testing.T, s *memStore) {
+	t.Helper()
+	if s.len() != 0 || s.writers.Load() != 0 {
+		t.Fatalf("failed Write left %d chunks, %d chunk writers behind", s.len(), s.writers.Load())
+	}
+}
+
+// A chunk writer failing in the middle of a chunk (a full disk) fails the
+// Write just as a failing Put does.
+func TestWriteChunkWriteFails(t *testing.T) {
+	const cs = 1<<20 + 5000 // 5 pieces a chunk
+	b := storetest.Random(1, 3*cs)
+	for n := 1; n <= 15; n++ {
 		s := newMem()
-		s.failPut, s.putDelay = n, time.Millisecond
-		_, err := data.Write(context.Background(), s, bytes.NewReader(b), data.WriteOptions{ChunkSize: testChunk})
+		s.failWrite = n
+		_, err := data.Write(context.Background(), streamMem{s}, bytes.NewReader(b), data.WriteOptions{ChunkSize: cs})
 		if !errors.Is(err, errInjected) {
-			t.Fatalf("Put %d failing: Write returned %v", n, err)
+			t.Fatalf("Write %d failing: Write returned %v", n, err)
 		}
-		if running := s.running.Load(); running != 0 {
-			t.Fatalf("Put %d failing: Write returned with %d Puts running", n, running)
-		}
-		if s.len() != 0 {
-			t.Fatalf("Put %d failing: %d chunks left behind", n, s.len())
-		}
+		leftBehind(t, s)
 	}
 }
 
 func TestWriteBodyFails(t *testing.T) {
 	// A body cut short (net/http says io.ErrUnexpectedEOF) fails the write
 	// like any other read error: it must not pass for the end of the body.
-	for _, broken := range []error{errors.New("connection reset"), io.ErrUnexpectedEOF} {
-		s := newMem()
-		body := io.MultiReader(bytes.NewReader(storetest.Random(1, 3*testChunk+5)), iotest.ErrReader(broken))
-		_, err := data.Write(context.Background(), s, body, data.WriteOptions{ChunkSize: testChunk})
-		if !errors.Is(err, broken) {
-			t.Fatalf("Write: %v, want the body's error %v", err, broken)
-		}
-		if s.len() != 0 {
-			t.Fatalf("%d chunks left behind", s.len())
+	for _, k := range kinds {
+		for _, broken := range []error{errors.New("connection reset"), io.ErrUnexpectedEOF} {
+			s := newMem()
+			body := io.MultiReader(bytes.NewReader(storetest.Random(1, 3*testChunk+5)), iotest.ErrReader(broken))
+			_, err := data.Write(context.Background(), k.of(s), body, data.WriteOptions{ChunkSize: testChunk})
+			if !errors.Is(err, broken) {
+				t.Fatalf("%s: Write: %v, want the body's error %v", k.name, err, broken)
+			}
+			leftBehind(t, s)
 		}
 	}
 }
@@ -144,15 +180,15 @@ func (c *cancelAfter) Read(p []byte) (int, error) {
 }
 
 func TestWriteCanceled(t *testing.T) {
-	s := newMem()
-	ctx, cancel := context.WithCancel(context.Background())
-	body := &cancelAfter{r: bytes.NewReader(storetest.Random(1, 10*testChunk)), n: 3 * testChunk, cancel: cancel}
-	_, err := data.Write(ctx, s, body, data.WriteOptions{ChunkSize: testChunk})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Write: %v, want context.Canceled", err)
-	}
-	if s.len() != 0 {
-		t.Fatalf("%d chunks left behind", s.len())
+	for _, k := range kinds {
+		s := newMem()
+		ctx, cancel := context.WithCancel(context.Background())
+		body := &cancelAfter{r: bytes.NewReader(storetest.Random(1, 10*testChunk)), n: 3*testChunk + 5, cancel: cancel}
+		_, err := data.Write(ctx, k.of(s), body, data.WriteOptions{ChunkSize: testChunk})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s: Write: %v, want context.Canceled", k.name, err)
+		}
+		leftBehind(t, s)
 	}
 }
 

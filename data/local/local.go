@@ -20,17 +20,16 @@ import (
 const staleAfter = time.Hour
 
 // Store keeps each chunk in its own file, chunks/<2 hex>/<32 hex> under its
-// directory. Put writes a chunk in full under tmp/, flushes it and only
-// then renames it into place, so a chunk's final name never holds partial
-// bytes, whatever crashes when. A Store is safe for concurrent use.
+// directory. A chunk is written in full under tmp/, flushed and only then
+// renamed into place, so a chunk's final name never holds partial bytes,
+// whatever crashes when. A Store is safe for concurrent use.
 type Store struct {
 	chunks, tmp string
-	// write writes b to f and flushes it to disk; tests replace it to
-	// simulate a full disk.
-	write func(f *os.File, b []byte) error
+	// write writes b to f; tests replace it to simulate a full disk.
+	write func(f *os.File, b []byte) (int, error)
 }
 
-var _ data.Store = (*Store)(nil)
+var _ data.StreamStore = (*Store)(nil)
 
 // Open opens the store in dir, creating it if needed, and removes the
 // temporary files of Puts that crashed more than an hour ago.
@@ -38,7 +37,7 @@ func Open(dir string) (*Store, error) {
 	s := &Store{
 		chunks: filepath.Join(dir, "chunks"),
 		tmp:    filepath.Join(dir, "tmp"),
-		write:  writeSync,
+		write:  (*os.File).Write,
 	}
 	if err := s.init(dir); err != nil {
 		return nil, fmt.Errorf("open chunk store %s: %w", dir, err)
@@ -90,45 +89,84 @@ func (s *Store) path(id data.ChunkID) string {
 	return filepath.Join(s.chunks, h[:2], h)
 }
 
-// Put stores chunk id durably: written to a temporary file, flushed,
-// renamed into place, and the rename flushed. On failure (a full disk,
-// say) the temporary file is removed.
+// Put stores chunk id durably, as a chunk CreateChunk starts and Commit
+// ends.
 func (s *Store) Put(ctx context.Context, id data.ChunkID, b []byte) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("put chunk %s: %w", id, err)
 	}
-	if err := s.put(id, b); err != nil {
-		return fmt.Errorf("put chunk %s: %w", id, err)
-	}
-	return nil
-}
-
-func (s *Store) put(id data.ChunkID, b []byte) error {
-	f, err := os.CreateTemp(s.tmp, "")
+	w, err := s.CreateChunk(id)
 	if err != nil {
 		return err
 	}
-	err = s.write(f, b)
+	if _, err := w.Write(b); err != nil {
+		w.Abort()
+		return err
+	}
+	return w.Commit(ctx)
+}
+
+// CreateChunk starts chunk id in a temporary file, which Commit renames
+// into place: data.Write streams a body to its chunk files this way,
+// holding no chunk in memory.
+func (s *Store) CreateChunk(id data.ChunkID) (data.ChunkWriter, error) {
+	f, err := os.CreateTemp(s.tmp, "")
+	if err != nil {
+		return nil, fmt.Errorf("put chunk %s: %w", id, err)
+	}
+	return &chunkWriter{s: s, id: id, f: f}, nil
+}
+
+// A chunkWriter writes a chunk to its temporary file.
+type chunkWriter struct {
+	s  *Store
+	id data.ChunkID
+	f  *os.File // nil once committed or aborted
+}
+
+func (w *chunkWriter) Write(b []byte) (int, error) {
+	n, err := w.s.write(w.f, b)
+	if err != nil {
+		err = fmt.Errorf("put chunk %s: %w", w.id, err)
+	}
+	return n, err
+}
+
+// Commit makes the chunk durable: its file flushed, renamed into place,
+// and the rename flushed. On failure (a full disk, say) the temporary file
+// is removed.
+func (w *chunkWriter) Commit(ctx context.Context) error {
+	f := w.f
+	w.f = nil
+	err := ctx.Err()
+	if err == nil {
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	p := s.path(id)
+	p := w.s.path(w.id)
 	if err == nil {
 		err = os.Rename(f.Name(), p)
 	}
 	if err != nil {
 		os.Remove(f.Name())
-		return err
+	} else if err = syncDir(filepath.Dir(p)); err != nil {
+		os.Remove(p) // in place, but maybe not after a crash
 	}
-	return syncDir(filepath.Dir(p))
+	if err != nil {
+		return fmt.Errorf("put chunk %s: %w", w.id, err)
+	}
+	return nil
 }
 
-// writeSync writes b to f and flushes it to disk.
-func writeSync(f *os.File, b []byte) error {
-	if _, err := f.Write(b); err != nil {
-		return err
+// Abort removes the temporary file.
+func (w *chunkWriter) Abort() {
+	if w.f != nil {
+		w.f.Close()
+		os.Remove(w.f.Name())
+		w.f = nil
 	}
-	return f.Sync()
 }
 
 // syncDir flushes a directory, making the entries created or renamed in it
@@ -241,5 +279,6 @@ func (s *Store) walkDir(ctx context.Context, name string, fn func(data.ChunkID, 
 	}
 }
 
-// Close does nothing: every Put is durable when it returns.
+// Close does nothing: every chunk is durable when its Put or Commit
+// returns.
 func (s *Store) Close() error { return nil }

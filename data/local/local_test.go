@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -73,11 +75,12 @@ func TestReopen(t *testing.T) {
 func TestPutFails(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir)
-	s.write = func(f *os.File, b []byte) error {
-		if _, err := f.Write(b[:len(b)/2]); err != nil {
-			return err
+	s.write = func(f *os.File, b []byte) (int, error) {
+		n, err := f.Write(b[:len(b)/2])
+		if err != nil {
+			return n, err
 		}
-		return &fs.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC}
+		return n, &fs.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC}
 	}
 	id := data.NewChunkID()
 	err := s.Put(context.Background(), id, storetest.Random(1, 1000))
@@ -130,4 +133,72 @@ func TestWalkSkipsStrays(t *testing.T) {
 	if n := count(t, s); n != 1 {
 		t.Fatalf("Walk saw %d chunks, want 1", n)
 	}
+}
+
+// data.Write streams to chunk files: a write failing in the middle of a
+// chunk (a full disk) fails it, leaving no chunk and no temporary file.
+func TestWriteFails(t *testing.T) {
+	const cs = 1 << 20
+	body := storetest.Random(1, 3*cs+5)
+	for _, at := range []int64{100 << 10, cs + 300<<10, 3 * cs} { // in the 1st, 2nd and last chunk
+		dir := t.TempDir()
+		s := open(t, dir)
+		var written int64
+		s.write = func(f *os.File, b []byte) (int, error) {
+			if written += int64(len(b)); written > at {
+				return 0, &fs.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC}
+			}
+			return f.Write(b)
+		}
+		_, err := data.Write(context.Background(), s, bytes.NewReader(body), data.WriteOptions{ChunkSize: cs})
+		if !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("disk full after %d bytes: Write returned %v", at, err)
+		}
+		if tmp, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(tmp) != 0 || count(t, s) != 0 {
+			t.Fatalf("disk full after %d bytes: failed Write left %d temporary files, %d chunks", at, len(tmp), count(t, s))
+		}
+	}
+}
+
+// data.Write holds no chunk in memory over a Store: the body goes to the
+// chunk files a piece at a time.
+func TestWriteHoldsNoChunk(t *testing.T) {
+	const (
+		cs   = 8 << 20
+		size = 64 << 20
+	)
+	s := open(t, t.TempDir())
+	var ms runtime.MemStats
+	runtime.GC() // twice: pools keep buffers over one collection
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapAlloc
+	body := &sampler{r: io.LimitReader(rand.NewChaCha8([32]byte{1}), size)}
+	if _, err := data.Write(context.Background(), s, body, data.WriteOptions{ChunkSize: cs}); err != nil {
+		t.Fatal(err)
+	}
+	peak := body.peak
+	t.Logf("heap grew by at most %.1f MiB", float64(max(peak, base)-base)/(1<<20))
+	if peak > base+cs/2 {
+		t.Errorf("heap grew by %d MiB writing %d MiB in %d MiB chunks: a chunk is held in memory", (peak-base)>>20, size>>20, cs>>20)
+	}
+}
+
+// A sampler is a body that samples the live heap every 1 MiB read.
+type sampler struct {
+	r    io.Reader
+	n    int
+	peak uint64
+	ms   runtime.MemStats
+}
+
+func (s *sampler) Read(p []byte) (int, error) {
+	k, err := s.r.Read(p)
+	if s.n += k; s.n >= 1<<20 {
+		s.n = 0
+		runtime.GC()
+		runtime.ReadMemStats(&s.ms)
+		s.peak = max(s.peak, s.ms.HeapAlloc)
+	}
+	return k, err
 }

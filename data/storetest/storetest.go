@@ -31,6 +31,7 @@ func Run(t *testing.T, open func(t *testing.T) data.Store) {
 		{"Delete", testDelete},
 		{"Walk", testWalk},
 		{"Concurrent", testConcurrent},
+		{"Stream", testStream},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open(t)) })
@@ -173,4 +174,64 @@ func testConcurrent(t *testing.T, s data.Store) {
 		})
 	}
 	wg.Wait()
+}
+
+// testStream checks a StreamStore's chunk writers: a chunk exists once
+// committed, with the bytes of every Write, and not after an Abort or a
+// Commit that failed.
+func testStream(t *testing.T, s data.Store) {
+	ss, ok := s.(data.StreamStore)
+	if !ok {
+		t.Skip("not a StreamStore")
+	}
+	ctx := context.Background()
+	create := func() (data.ChunkID, data.ChunkWriter) {
+		t.Helper()
+		id := data.NewChunkID()
+		w, err := ss.CreateChunk(id)
+		if err != nil {
+			t.Fatalf("CreateChunk: %v", err)
+		}
+		return id, w
+	}
+	want := Random(3, 100000)
+	id, w := create()
+	for b := want; len(b) > 0; b = b[min(len(b), 30000):] {
+		piece := bytes.Clone(b[:min(len(b), 30000)])
+		if _, err := w.Write(piece); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		clear(piece) // the writer must not keep it
+	}
+	if _, err := s.ReadAt(ctx, id, make([]byte, 1), 0); !errors.Is(err, data.ErrNoSuchChunk) {
+		t.Fatalf("ReadAt before Commit: %v; want ErrNoSuchChunk", err)
+	}
+	if err := w.Commit(ctx); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	w.Abort() // does nothing after Commit
+	p := make([]byte, len(want))
+	if _, err := s.ReadAt(ctx, id, p, 0); err != nil && err != io.EOF || !bytes.Equal(p, want) {
+		t.Fatalf("committed chunk reads back wrong: %v", err)
+	}
+
+	aborted, w := create()
+	if _, err := w.Write(want); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	w.Abort()
+	canceled, w := create()
+	if _, err := w.Write(want); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := w.Commit(done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Commit with its context ended: %v; want context.Canceled", err)
+	}
+	for _, id := range []data.ChunkID{aborted, canceled} {
+		if _, err := s.ReadAt(ctx, id, make([]byte, 1), 0); !errors.Is(err, data.ErrNoSuchChunk) {
+			t.Fatalf("ReadAt of a chunk aborted or not committed: %v; want ErrNoSuchChunk", err)
+		}
+	}
 }
