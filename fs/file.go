@@ -176,8 +176,10 @@ func (n *fileNode) headLocked(ctx context.Context, checked bool) (*meta.Version,
 		// The name may have been another file's, replaced by a rename
 		// that is still queued.
 		n.fsys.j.settle(key)
-		if st, ok := n.fsys.peek(dirOf(key), key); ok && checked && st.File != nil {
-			return st.File, 0
+		if checked {
+			if st, ok := n.fsys.peek(dirOf(key), key); ok && st.File != nil {
+				return st.File, 0
+			}
 		}
 		v, err := n.fsys.svc.Head(ctx, n.fsys.bucket, key, "")
 		if err != nil {

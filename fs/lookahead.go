@@ -209,26 +209,19 @@ func dirOf(key string) string { return key[:strings.LastIndexByte(key, '/')+1] }
 // find returns the walk in the directory of prefix that is closest
 // behind key (threads walking parts of one directory each follow their
 // own), or nil, and its page if that covers key and was read after
-// since; or, when the walk's next page is still being read and key lies
-// in it, a channel closed once it is read (the caller waits, then asks
-// again). mu is held.
+// since. When the closest walk's next page, read after its page, is the
+// one that covers key it becomes the walk's page; while it is still
+// being read, find returns a channel closed once it is (the caller waits,
+// then asks again). Only the closest walk's next page is considered:
+// a page read ahead of one thread's walk is not taken by another's
+// lookups. mu is held.
 func (a *lookahead) find(prefix, key string, since time.Time) (*walk, *page, <-chan struct{}) {
 	var best *walk
+	at := 0
 	for i := len(a.walks) - 1; i >= 0; i-- {
 		w := a.walks[i]
 		if w.prefix != prefix {
 			continue
-		}
-		if n := w.next; n != nil && key > n.from && (w.page == nil || !w.page.covers(key)) {
-			select {
-			case <-n.done:
-				w.next = nil
-				if n.ok {
-					w.page = n
-				}
-			default:
-				return w, nil, n.done
-			}
 		}
 		if p := w.page; p != nil && p.covers(key) {
 			if p.read.Before(since) {
@@ -239,10 +232,25 @@ func (a *lookahead) find(prefix, key string, since time.Time) (*walk, *page, <-c
 			return w, p, nil
 		}
 		if w.last < key && (best == nil || w.last > best.last) {
-			best = w
+			best, at = w, i
 		}
 	}
-	return best, nil, nil
+	if best == nil || best.next == nil || key <= best.next.from {
+		return best, nil, nil
+	}
+	n := best.next
+	select {
+	case <-n.done:
+	default:
+		return best, nil, n.done
+	}
+	best.next = nil
+	if !n.ok || !n.covers(key) || n.read.Before(since) {
+		return best, nil, nil // the walk jumped past it
+	}
+	best.page = n
+	a.touch(at)
+	return best, n, nil
 }
 
 // touch makes walk i the most recently used; mu is held.
