@@ -32,11 +32,14 @@ const (
 	memoryWorkers  = 4 // parts in flight at once, as the aws CLI and rclone send them
 	// memoryBound is the most the server's peak RSS may grow by while an
 	// upload of any size goes through it in memoryWorkers parts at a
-	// time, and is read back. Each part in flight holds at most 3 chunk
-	// buffers of 8 MiB in the core (96 MiB for 4), a GET 2; the rest is
-	// the garbage collector's headroom (GOGC=100 lets the heap reach
-	// twice what is live) and the runtime's own.
-	memoryBound = 256 << 20
+	// time, and is read back: half of DESIGN.md's 64 MiB. Over local
+	// chunk files each part in flight streams to them through 1 MiB of
+	// buffers in the core (4 MiB for 4), and a GET goes through none
+	// (sendfile); the rest is net/http's buffers, the garbage collector's
+	// headroom (GOGC=100 lets the heap reach twice what is live) and the
+	// runtime's own: the server grew by 5–6 MiB. A part held in chunk
+	// buffers (3 of 8 MiB) would take 96 MiB for 4.
+	memoryBound = 32 << 20
 )
 
 // procMemory reads the peak (VmHWM) and current (VmRSS) resident set of

@@ -49,9 +49,12 @@ type Config struct {
 	// Now is the clock signatures are checked against; time.Now when nil.
 	Now func() time.Time
 	// MaxWrites is how many request bodies (PutObject, UploadPart) are
-	// stored at once; more wait their turn. The core holds up to three
-	// chunk buffers for each body it stores, so the buffers of writes
-	// stay under MaxWrites × 3 × the chunk size (8 MiB by default).
+	// stored at once; more wait their turn. The core streams each body it
+	// stores to chunk files through 1 MiB of buffers, so over a chunk
+	// store of local files the buffers of writes stay under MaxWrites ×
+	// 1 MiB. A store that takes only whole chunks (a remote S3 bucket)
+	// costs each body up to three chunk buffers besides: MaxWrites ×
+	// (3 × the chunk size (8 MiB by default) + 1 MiB).
 	// DefaultMaxWrites when 0 or less.
 	MaxWrites int
 	// MaxRequests is how many requests are served at once; one more is
@@ -71,8 +74,9 @@ type Config struct {
 	Metrics *Metrics
 }
 
-// Defaults of Config: at most 16 × 3 × 8 MiB = 384 MiB of write buffers
-// and, over a remote chunk store, 64 × 8 MiB = 512 MiB of read buffers.
+// Defaults of Config: at most 16 × 1 MiB = 16 MiB of write buffers over
+// local chunk files, and over a remote chunk store 16 × 25 MiB = 400 MiB
+// of write buffers and 64 × 8 MiB = 512 MiB of read buffers.
 const (
 	DefaultMaxWrites   = 16
 	DefaultMaxReads    = 64
