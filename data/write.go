@@ -275,8 +275,10 @@ func (p *putter) chunk(r io.Reader, hs *hasher) (id ChunkID, w ChunkWriter, n in
 
 // writeAll writes b to w after the n zero bytes that came before it.
 func writeAll(w io.Writer, b []byte, n int) error {
-	if _, err := io.CopyN(w, zeros{}, int64(n)); err != nil {
-		return err
+	if n > 0 {
+		if _, err := io.CopyN(w, zeros{}, int64(n)); err != nil {
+			return err
+		}
 	}
 	_, err := w.Write(b)
 	return err

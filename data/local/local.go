@@ -16,7 +16,8 @@ import (
 )
 
 // staleAfter is how old a temporary file must be before Open removes it:
-// younger ones may belong to a Put still running in another process.
+// younger ones may belong to a chunk still being written in another
+// process (each write makes its file younger again).
 const staleAfter = time.Hour
 
 // Store keeps each chunk in its own file, chunks/<2 hex>/<32 hex> under its
@@ -32,7 +33,7 @@ type Store struct {
 var _ data.StreamStore = (*Store)(nil)
 
 // Open opens the store in dir, creating it if needed, and removes the
-// temporary files of Puts that crashed more than an hour ago.
+// temporary files of chunks whose writing stopped more than an hour ago.
 func Open(dir string) (*Store, error) {
 	s := &Store{
 		chunks: filepath.Join(dir, "chunks"),
@@ -45,7 +46,7 @@ func Open(dir string) (*Store, error) {
 	return s, nil
 }
 
-// init creates the directories up front, so Put never has to (and never
+// init creates the directories up front, so Commit never has to (and never
 // has to make a new directory durable), and cleans tmp/.
 func (s *Store) init(dir string) error {
 	for i := range 256 {
