@@ -312,7 +312,9 @@ func (n *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileH
 		n.fsys.j.settle(p)
 		return &listPager{fsys: n.fsys, root: n.IsRoot(), merge: merger{prefix: p}, unlisted: n.unlisted}
 	}
-	return newDirHandle(list, n.direntLookup, n.fsys.j.sync), 0, 0
+	h := newDirHandle(list, n.direntLookup, n.fsys.j.sync)
+	h.dir = n.EmbeddedInode() // lets the listing see that ls -l looks its bare entries up (see maxPlus)
+	return h, 0, 0
 }
 
 // direntLookup answers READDIRPLUS for an entry just listed: a file from

@@ -268,7 +268,9 @@ func (n *snapDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileH
 	if n.settled() {
 		keep = fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
 	}
-	return newDirHandle(list, n.direntLookup, n.fsys.j.sync), keep, 0
+	h := newDirHandle(list, n.direntLookup, n.fsys.j.sync)
+	h.dir = n.EmbeddedInode() // lets the listing see that ls -l looks its bare entries up (see maxPlus)
+	return h, keep, 0
 }
 
 // direntLookup answers READDIRPLUS: a file from the version listed, a
