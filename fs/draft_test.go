@@ -78,6 +78,14 @@ func TestAStreamTooOldIsStaged(t *testing.T) {
 	if n, err := d.readAt(ctx, got, 0); n != len(body) || err != nil || !bytes.Equal(got, body) {
 		t.Fatalf("the draft reads %d bytes, %v", n, err)
 	}
+	commitAndCheck(t, f, d, body, "")
+}
+
+// commitAndCheck commits draft d as key k and checks that the store then
+// holds want, with its MD5 as the ETag.
+func commitAndCheck(t *testing.T, f *fsys, d *draft, want []byte, what string) {
+	t.Helper()
+	ctx := t.Context()
 	_, c, err := d.commit(ctx, "k", nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -91,8 +99,8 @@ func TestAStreamTooOldIsStaged(t *testing.T) {
 	}
 	defer obj.Body.Close()
 	stored, err := io.ReadAll(obj.Body)
-	if err != nil || !bytes.Equal(stored, body) || obj.ETag != fmt.Sprintf("%x", md5.Sum(body)) {
-		t.Errorf("stored %d bytes (%v), etag %s", len(stored), err, obj.ETag)
+	if err != nil || !bytes.Equal(stored, want) || obj.ETag != fmt.Sprintf("%x", md5.Sum(want)) {
+		t.Errorf("%s: stored %d bytes (%v), etag %s", what, len(stored), err, obj.ETag)
 	}
 }
 
@@ -135,21 +143,6 @@ func TestSmallFilesAreHeld(t *testing.T) {
 				t.Errorf("%s: the draft reads %d bytes, %v", tc.name, n, err)
 			}
 		}
-		_, c, err := d.commit(ctx, "k", nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.j.wait(c); err != nil {
-			t.Fatal(err)
-		}
-		obj, err := f.svc.Get(ctx, "bkt", "k", "", 0, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stored, err := io.ReadAll(obj.Body)
-		obj.Body.Close()
-		if err != nil || !bytes.Equal(stored, want) || obj.ETag != fmt.Sprintf("%x", md5.Sum(want)) {
-			t.Errorf("%s: stored %d bytes (%v), etag %s", tc.name, len(stored), err, obj.ETag)
-		}
+		commitAndCheck(t, f, d, want, tc.name)
 	}
 }
