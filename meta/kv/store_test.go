@@ -1,6 +1,7 @@
 package kv_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -415,6 +416,37 @@ func TestSeekModel(t *testing.T) {
 			}
 			if err := it.Close(); err != nil {
 				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// TestScanRowsOwnTheirBytes checks that the rows a scan returns keep their
+// bytes after it is closed: closed iterators hand their buffers to the
+// next scan, which must not write into rows already returned.
+func TestScanRowsOwnTheirBytes(t *testing.T) {
+	each(t, meta.Enabled, func(t *testing.T, s meta.Store, b meta.Bucket) {
+		ctx := context.Background()
+		c := &clock{t: time.Now()}
+		fill := func(b meta.Bucket, seed byte) {
+			var ms []meta.Mutation
+			for i := range 200 {
+				v := c.row(fmt.Sprintf("k%03d", i))
+				v.Manifest = bytes.Repeat([]byte{seed + byte(i)}, 4<<10)
+				ms = append(ms, meta.Mutation{Key: v.Key, Put: v})
+			}
+			commit(t, s, b, ms...)
+		}
+		other := newBucket(t, s, "other", meta.Enabled)
+		fill(b, 0)
+		fill(other, 100)
+		first := collect(t, s.Scan(ctx, b, meta.ScanOptions{Live: true}))
+		for range 3 {
+			collect(t, s.Scan(ctx, other, meta.ScanOptions{Live: true}))
+		}
+		for i, v := range first {
+			if want := bytes.Repeat([]byte{byte(i)}, 4<<10); !bytes.Equal(v.Manifest, want) {
+				t.Fatalf("row %s: manifest changed after later scans (first byte %d, want %d)", v.Key, v.Manifest[0], i)
 			}
 		}
 	})
