@@ -10,7 +10,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync/atomic"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/stratafs/stratafs/data"
 )
@@ -24,10 +27,23 @@ const staleAfter = time.Hour
 // directory. A chunk is written in full under tmp/, flushed and only then
 // renamed into place, so a chunk's final name never holds partial bytes,
 // whatever crashes when. A Store is safe for concurrent use.
+//
+// Chunk files are written with direct I/O (O_DIRECT, on Linux) where the
+// file system allows it. Copying every written byte into fresh page-cache
+// pages was the largest CPU cost of the S3 PUT path after hashing (write(2)
+// took 1.65 s per GiB with 16 clients on a 2-core VM); direct writes skip
+// that copy (0.30 s per GiB). Reads still go through the page cache, so a
+// chunk read soon after its write now comes from the disk, once.
 type Store struct {
 	chunks, tmp string
 	// write writes b to f; tests replace it to simulate a full disk.
 	write func(f *os.File, b []byte) (int, error)
+	// direct turns direct I/O on or off for f (setDirect); tests replace
+	// it to simulate a file system without direct I/O.
+	direct func(f *os.File, on bool) error
+	// buffered is set once the file system refused direct I/O: every
+	// chunk is then written through the page cache.
+	buffered atomic.Bool
 }
 
 var _ data.StreamStore = (*Store)(nil)
@@ -39,6 +55,7 @@ func Open(dir string) (*Store, error) {
 		chunks: filepath.Join(dir, "chunks"),
 		tmp:    filepath.Join(dir, "tmp"),
 		write:  (*os.File).Write,
+		direct: setDirect,
 	}
 	if err := s.init(dir); err != nil {
 		return nil, fmt.Errorf("open chunk store %s: %w", dir, err)
@@ -109,33 +126,69 @@ func (s *Store) Put(ctx context.Context, id data.ChunkID, b []byte) error {
 
 // CreateChunk starts chunk id in a temporary file, which Commit renames
 // into place: data.Write streams a body to its chunk files this way,
-// holding no chunk in memory.
+// holding no chunk in memory. The file takes direct I/O unless the file
+// system refused it before.
 func (s *Store) CreateChunk(id data.ChunkID) (data.ChunkWriter, error) {
 	f, err := os.CreateTemp(s.tmp, "")
 	if err != nil {
 		return nil, fmt.Errorf("put chunk %s: %w", id, err)
 	}
-	return &chunkWriter{s: s, id: id, f: f}, nil
+	w := &chunkWriter{s: s, id: id, f: f}
+	if !s.buffered.Load() {
+		switch err := s.direct(f, true); {
+		case err == nil:
+			w.direct = true
+		case errors.Is(err, syscall.EINVAL):
+			s.buffered.Store(true)
+		default:
+			w.Abort()
+			return nil, fmt.Errorf("put chunk %s: direct I/O: %w", id, err)
+		}
+	}
+	return w, nil
 }
+
+// align is what direct I/O needs aligned to it: file offsets, lengths and
+// memory addresses. 4096 covers the logical blocks of current disks.
+const align = 4096
 
 // A chunkWriter writes a chunk to its temporary file.
 type chunkWriter struct {
-	s  *Store
-	id data.ChunkID
-	f  *os.File // nil once committed or aborted
+	s      *Store
+	id     data.ChunkID
+	f      *os.File // nil once committed or aborted
+	off    int64    // bytes written
+	direct bool     // f has direct I/O on
 }
 
+// Write writes b directly to the disk while everything stays aligned. The
+// first write that is not (the tail of a body, a caller's unaligned
+// slice) turns direct I/O off for the rest of the file, rather than copy
+// b to an aligned buffer.
 func (w *chunkWriter) Write(b []byte) (int, error) {
+	if w.direct && !aligned(w.off, b) {
+		if err := w.s.direct(w.f, false); err != nil {
+			return 0, fmt.Errorf("put chunk %s: direct I/O off: %w", w.id, err)
+		}
+		w.direct = false
+	}
 	n, err := w.s.write(w.f, b)
+	w.off += int64(n)
 	if err != nil {
 		err = fmt.Errorf("put chunk %s: %w", w.id, err)
 	}
 	return n, err
 }
 
-// Commit makes the chunk durable: its file flushed, renamed into place,
-// and the rename flushed. On failure (a full disk, say) the temporary file
-// is removed.
+// aligned reports whether b may be written at off with direct I/O.
+func aligned(off int64, b []byte) bool {
+	return off%align == 0 && len(b)%align == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%align == 0
+}
+
+// Commit makes the chunk durable: its file flushed (direct writes need
+// it too, for the file's size and extents and the disk's write cache),
+// renamed into place, and the rename flushed. On failure (a full disk,
+// say) the temporary file is removed.
 func (w *chunkWriter) Commit(ctx context.Context) error {
 	f := w.f
 	w.f = nil
