@@ -80,7 +80,6 @@ type WriteResult struct {
 // having deleted (best effort) the chunks it wrote.
 func Write(ctx context.Context, s Store, r io.Reader, o WriteOptions) (*WriteResult, error) {
 	o = o.withDefaults()
-	h := md5.New()
 	m := new(Manifest)
 	// Read a small body's bytes on their own first, so that it creates no
 	// chunk (and takes no chunk buffer).
@@ -93,17 +92,14 @@ func Write(ctx context.Context, s Store, r io.Reader, o WriteOptions) (*WriteRes
 		// A body of exactly InlineMax+1 bytes may end with this read too; it
 		// goes to a chunk, and the loop below reads the EOF again.
 		if head = head[:n]; err == io.EOF && n <= o.InlineMax {
-			h.Write(head)
 			m.Size, m.Inline = int64(n), head
-			w := &WriteResult{Manifest: m, Size: m.Size}
-			h.Sum(w.MD5[:0])
-			return w, nil
+			return &WriteResult{Manifest: m, Size: m.Size, MD5: md5.Sum(head)}, nil
 		}
 		r = io.MultiReader(bytes.NewReader(head), r)
 	}
 	p := newPutter(ctx, s, o.ChunkSize)
 	defer p.cancel(nil)
-	hs := newHasher(h)
+	hs := newHasher()
 	defer hs.close()
 	for {
 		id, w, n, end, err := p.chunk(r, hs)
@@ -126,22 +122,22 @@ func Write(ctx context.Context, s Store, r io.Reader, o WriteOptions) (*WriteRes
 			break
 		}
 	}
-	hs.close()
+	sum := hs.sum()
 	if err := p.wait(); err != nil {
 		return nil, err
 	}
-	w := &WriteResult{Manifest: m, Size: m.Size}
-	h.Sum(w.MD5[:0])
-	return w, nil
+	return &WriteResult{Manifest: m, Size: m.Size, MD5: sum}, nil
 }
 
-// A hasher feeds piece buffers, in order, to a hash in a goroutine of its
-// own, so that hashing one piece overlaps reading the next, and gives
-// them back.
+// A hasher feeds piece buffers, in order, to an MD5 hash (from newMD5) in
+// a goroutine of its own, so that hashing one piece overlaps reading the
+// next, and gives them back.
 type hasher struct {
-	slots chan struct{} // one token per piece buffer in use
-	in    chan hashed
-	done  chan struct{}
+	slots    chan struct{} // one token per piece buffer in use
+	in       chan hashed
+	done     chan struct{}
+	h        hash.Hash
+	giveBack func() // gives back h; nil once called
 }
 
 // A hashed piece is the first n bytes of a piece buffer.
@@ -150,9 +146,10 @@ type hashed struct {
 	n   int
 }
 
-func newHasher(h hash.Hash) *hasher {
+func newHasher() *hasher {
 	in := make(chan hashed, pieces)
-	hs := &hasher{slots: make(chan struct{}, pieces), in: in, done: make(chan struct{})}
+	h, giveBack := newMD5()
+	hs := &hasher{slots: make(chan struct{}, pieces), in: in, done: make(chan struct{}), h: h, giveBack: giveBack}
 	go func() {
 		defer close(hs.done)
 		for pc := range in {
@@ -178,13 +175,32 @@ func (hs *hasher) release(buf *[]byte) {
 // hash queues the first n bytes of buf, which it gives back once hashed.
 func (hs *hasher) hash(buf *[]byte, n int) { hs.in <- hashed{buf, n} }
 
-// close waits until everything queued is hashed; it may be called again.
-func (hs *hasher) close() {
+// finish waits until everything queued is hashed; it may be called again.
+func (hs *hasher) finish() {
 	if hs.in != nil {
 		close(hs.in)
 		hs.in = nil
 	}
 	<-hs.done
+}
+
+// sum returns the MD5 of everything queued, and closes hs.
+func (hs *hasher) sum() (s [md5.Size]byte) {
+	hs.finish()
+	hs.h.Sum(s[:0])
+	hs.close()
+	return s
+}
+
+// close finishes and gives the hash back, on every path out of Write (an
+// md5-simd hash not given back holds its server open); it may be called
+// again.
+func (hs *hasher) close() {
+	hs.finish()
+	if hs.giveBack != nil {
+		hs.giveBack()
+		hs.giveBack = nil
+	}
 }
 
 // zeroPage is compared against to find chunks of zeros.
