@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -126,7 +127,28 @@ func OpenData(rawURL string, reg prometheus.Registerer) (data.Store, error) {
 		return nil, fmt.Errorf("chunk store URL %q: %v: %w", rawURL, err, meta.ErrInvalidArgument)
 	}
 	if p := u.Host + u.Path; u.Scheme == "file" && p != "" {
-		return local.Open(p)
+		o, err := localOptions(u.Query())
+		if err != nil {
+			return nil, fmt.Errorf("chunk store URL %q: %v: %w", rawURL, err, meta.ErrInvalidArgument)
+		}
+		return local.Open(p, o)
 	}
-	return nil, fmt.Errorf("chunk store URL %q: want file:///path or s3://bucket/prefix[?endpoint=…]: %w", rawURL, meta.ErrInvalidArgument)
+	return nil, fmt.Errorf("chunk store URL %q: want file:///path[?direct=true] or s3://bucket/prefix[?endpoint=…]: %w", rawURL, meta.ErrInvalidArgument)
+}
+
+// localOptions reads the options of a file:// URL: direct=true writes
+// chunk files with direct I/O (see local.Options).
+func localOptions(q url.Values) (local.Options, error) {
+	var o local.Options
+	for k, vs := range q {
+		if k != "direct" || len(vs) != 1 {
+			return o, fmt.Errorf("unknown or repeated option %q (want direct=true|false)", k)
+		}
+		d, err := strconv.ParseBool(vs[0])
+		if err != nil {
+			return o, fmt.Errorf("direct=%q: want true or false", vs[0])
+		}
+		o.DirectIO = d
+	}
+	return o, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,6 +24,7 @@ func TestOpenDefaultAndURLs(t *testing.T) {
 		{Dir: dir},
 		{Meta: "memory://", Data: "file://" + filepath.Join(dir, "other")},
 		{Meta: "bolt://" + filepath.Join(dir, "x.db"), Data: "file://" + dir},
+		{Meta: "memory://", Data: "file://" + filepath.Join(dir, "direct") + "?direct=true"},
 	} {
 		svc, closeAll, err := Open(c, object.Options{})
 		if err != nil {
@@ -56,7 +58,7 @@ func TestBadURLs(t *testing.T) {
 			t.Errorf("OpenMeta(%q) = %v", u, err)
 		}
 	}
-	for _, u := range []string{"", "s4://b", "file://", "s3://", "s3://b?bogus=1", "s3://b?concurrency=0"} {
+	for _, u := range []string{"", "s4://b", "file://", "s3://", "s3://b?bogus=1", "s3://b?concurrency=0", "file:///tmp/x?direct=maybe", "file:///tmp/x?bogus=1", "file:///tmp/x?direct=1&direct=0"} {
 		if _, err := OpenData(u, nil); err == nil || !strings.Contains(err.Error(), "chunk store URL") {
 			t.Errorf("OpenData(%q) = %v", u, err)
 		}
@@ -114,5 +116,15 @@ func TestOpenS3Data(t *testing.T) {
 	}
 	if n, err := testutil.GatherAndCount(reg, "stratafs_data_s3_operations_total"); err != nil || n != 3 {
 		t.Fatalf("%d series of stratafs_data_s3_operations_total, %v; want list, put and get", n, err)
+	}
+}
+
+func TestLocalOptions(t *testing.T) {
+	for q, want := range map[string]bool{"": false, "direct=true": true, "direct=1": true, "direct=false": false} {
+		v, _ := url.ParseQuery(q)
+		o, err := localOptions(v)
+		if err != nil || o.DirectIO != want {
+			t.Errorf("file:///d?%s: direct I/O %v (%v), want %v", q, o.DirectIO, err, want)
+		}
 	}
 }

@@ -81,7 +81,7 @@ func serveS3(dir string) {
 	ms, err := bolt.Open(filepath.Join(dir, "meta.db"))
 	check(err)
 	defer ms.Close()
-	ds, err := local.Open(dir)
+	ds, err := local.Open(dir, local.Options{})
 	check(err)
 	defer ds.Close()
 	access, secret, _ := strings.Cut(os.Getenv(s3KeysEnv), ":")

@@ -19,7 +19,7 @@ import (
 func fileObject(t *testing.T) (*local.Store, *data.Manifest, []byte) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := local.Open(t.TempDir())
+	s, err := local.Open(t.TempDir(), local.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 func newTestFsys(t *testing.T) *fsys {
 	t.Helper()
 	m := mem.New()
-	d, err := local.Open(t.TempDir())
+	d, err := local.Open(t.TempDir(), local.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func benchMount(b *testing.B) (dir string, remount func()) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	chunks, err := local.Open(tmp)
+	chunks, err := local.Open(tmp, local.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func (s *pausingStore) hold() (release func()) {
 func newListedDir(t testing.TB, n int) (*fsys, *pausingStore, *dirNode) {
 	t.Helper()
 	s := &pausingStore{Store: mem.New(), prefix: "d/"}
-	d, err := local.Open(t.TempDir())
+	d, err := local.Open(t.TempDir(), local.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func BenchmarkRun(b *testing.B) {
 				b.StopTimer()
 				for range b.N {
 					m := engine.open(b)
-					d, err := local.Open(b.TempDir())
+					d, err := local.Open(b.TempDir(), local.Options{})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -126,7 +126,7 @@ func BenchmarkSweep(b *testing.B) {
 			for range b.N {
 				m := engine.open(b)
 				dir := b.TempDir()
-				d, err := local.Open(dir)
+				d, err := local.Open(dir, local.Options{})
 				if err != nil {
 					b.Fatal(err)
 				}

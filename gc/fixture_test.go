@@ -81,7 +81,7 @@ func newFixture(t *testing.T, wrap ...func(meta.Store) meta.Store) *fixture {
 	}
 	day0 := time.Date(last.Year(), last.Month(), last.Day()+1, 10, 30, 0, 0, time.UTC)
 	dir := t.TempDir()
-	d, err := local.Open(dir)
+	d, err := local.Open(dir, local.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 func TestLeaseLost(t *testing.T) {
 	m := mem.New()
-	d, err := local.Open(t.TempDir())
+	d, err := local.Open(t.TempDir(), local.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

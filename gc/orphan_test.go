@@ -73,7 +73,7 @@ func TestOrphansCassandra(t *testing.T) {
 // records and sweeps their chunks, and the live bucket keeps its own.
 func orphanRun(t *testing.T, m meta.Store, forget func(m meta.Store, name string) meta.Store) {
 	ctx := t.Context()
-	d, err := local.Open(t.TempDir())
+	d, err := local.Open(t.TempDir(), local.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func TestFilterSeedsDiffer(t *testing.T) {
 // chunk and the sweep that finds it unreferenced can meet.
 func TestSweeperGuard(t *testing.T) {
 	ctx := context.Background()
-	d, err := local.Open(t.TempDir())
+	d, err := local.Open(t.TempDir(), local.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -217,7 +217,7 @@ func TestTiKVOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := t.TempDir()
-	d, err := local.Open(filepath.Join(base, "chunks"))
+	d, err := local.Open(filepath.Join(base, "chunks"), local.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func newFUSEMountOver(t *testing.T, o fs.Options, wrap func(meta.Store) meta.Sto
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := local.Open(base)
+	d, err := local.Open(base, local.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func startS3(t *testing.T, useTLS bool, opts ...func(*s3.Config)) *s3Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := local.Open(dir)
+	d, err := local.Open(dir, local.Options{})
 	if err != nil {
 		m.Close()
 		t.Fatal(err)

@@ -41,7 +41,7 @@ func (c *fakeClock) advance(d time.Duration) {
 func gateways(t *testing.T, clock *fakeClock) (a, b *object.Service) {
 	t.Helper()
 	m := mem.New()
-	d, err := local.Open(t.TempDir())
+	d, err := local.Open(t.TempDir(), local.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func (s reshardingStore) CreateBucket(ctx context.Context, b meta.Bucket) error 
 // and caches is the one the store kept, not the one it was given.
 func TestCreateBucketCachesTheStoredRecord(t *testing.T) {
 	m := mem.New()
-	d, err := local.Open(t.TempDir())
+	d, err := local.Open(t.TempDir(), local.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestCreateBucketThenWriteCassandra(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := local.Open(t.TempDir())
+	d, err := local.Open(t.TempDir(), local.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ type fixture struct {
 func newFixture(t *testing.T, versioning meta.Versioning) *fixture {
 	t.Helper()
 	m := mem.New()
-	d, err := local.Open(t.TempDir())
+	d, err := local.Open(t.TempDir(), local.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

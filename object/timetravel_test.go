@@ -31,7 +31,7 @@ func TestTimeTravel(t *testing.T) {
 	}
 	ctx := t.Context()
 	m := mem.New()
-	d, err := local.Open(t.TempDir())
+	d, err := local.Open(t.TempDir(), local.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

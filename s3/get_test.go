@@ -44,7 +44,7 @@ type getFixture struct {
 func newGetFixture(t *testing.T) *getFixture {
 	t.Helper()
 	ctx := context.Background()
-	ds, err := local.Open(t.TempDir())
+	ds, err := local.Open(t.TempDir(), local.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestGetObjectOverTCP(t *testing.T) {
 // a network: the cost the HTTP layer and SigV4 add to the core's.
 func BenchmarkSmallObject(b *testing.B) {
 	ctx := context.Background()
-	ds, err := local.Open(b.TempDir())
+	ds, err := local.Open(b.TempDir(), local.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func TestDirectWrites(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			s := open(t, t.TempDir())
+			s := openWith(t, t.TempDir(), Options{DirectIO: true})
 			got := recordWrites(t, s)
 			id := data.NewChunkID()
 			var body []byte
@@ -125,6 +125,21 @@ func TestDirectWrites(t *testing.T) {
 	}
 }
 
+// Without Options.DirectIO every write goes through the page cache.
+func TestBufferedByDefault(t *testing.T) {
+	s := open(t, t.TempDir())
+	got := recordWrites(t, s)
+	id := data.NewChunkID()
+	body := alignedRandom(2, 16*align, 0)
+	if err := s.Put(context.Background(), id, body); err != nil {
+		t.Fatal(err)
+	}
+	checkChunk(t, s, id, body)
+	if want := []bool{false}; !slices.Equal(*got, want) {
+		t.Errorf("writes went direct: %v, want %v", *got, want)
+	}
+}
+
 func sum(s []int) (n int) {
 	for _, k := range s {
 		n += k
@@ -136,7 +151,7 @@ func sum(s []int) (n int) {
 // direct, all but its tail.
 func TestWriteStreamsDirect(t *testing.T) {
 	ctx := context.Background()
-	s := open(t, t.TempDir())
+	s := openWith(t, t.TempDir(), Options{DirectIO: true})
 	got := recordWrites(t, s)
 	body := storetest.Random(1, 2<<20+5)
 	w, err := data.Write(ctx, s, bytes.NewReader(body), data.WriteOptions{ChunkSize: 1 << 20})
@@ -160,7 +175,7 @@ func TestWriteStreamsDirect(t *testing.T) {
 func TestNoDirectIO(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := open(t, dir)
+	s := openWith(t, dir, Options{DirectIO: true})
 	asked := 0
 	s.direct = func(f *os.File, on bool) error {
 		if on {
@@ -190,7 +205,7 @@ func TestNoDirectIO(t *testing.T) {
 // behind.
 func TestDirectIOFails(t *testing.T) {
 	dir := t.TempDir()
-	s := open(t, dir)
+	s := openWith(t, dir, Options{DirectIO: true})
 	s.direct = func(*os.File, bool) error { return syscall.EIO }
 	id := data.NewChunkID()
 	err := s.Put(context.Background(), id, []byte("chunk"))

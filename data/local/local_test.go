@@ -19,9 +19,11 @@ import (
 	"github.com/stratafs/stratafs/data/storetest"
 )
 
-func open(t testing.TB, dir string) *Store {
+func open(t testing.TB, dir string) *Store { return openWith(t, dir, Options{}) }
+
+func openWith(t testing.TB, dir string, o Options) *Store {
 	t.Helper()
-	s, err := Open(dir)
+	s, err := Open(dir, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +33,10 @@ func open(t testing.TB, dir string) *Store {
 
 func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) data.Store { return open(t, t.TempDir()) })
+}
+
+func TestContractDirectIO(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) data.Store { return openWith(t, t.TempDir(), Options{DirectIO: true}) })
 }
 
 // count returns how many chunks Walk sees.
