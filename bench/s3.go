@@ -23,7 +23,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
-	"golang.org/x/sys/unix"
 
 	"github.com/stratafs/stratafs/data/local"
 	"github.com/stratafs/stratafs/meta"
@@ -40,12 +39,8 @@ import (
 // objects, PUT then GET, by 1 and 16 concurrent clients. Beside each
 // figure, the same bytes written to plain files on the same disk (each
 // fsynced, as a PUT is durable when it is answered) and read back by as
-// many threads: the disk's own speed. Reads come from where the GETs'
-// bytes are: a 4 KiB object lives in its row, which bolt's mapped file
-// keeps in the page cache, so its file is read from the page cache too;
-// a 64 MiB object's chunks are written with direct I/O and read from the
-// disk, so its file's pages are dropped once it is fsynced and the file
-// is read from the disk too.
+// many threads: the disk's own speed. GETs and file reads alike come from
+// the page cache.
 //
 // The endpoint runs in a process of its own (this binary, started again
 // with s3ServeEnv set), so that the CPU time each side spends can be told
@@ -255,7 +250,7 @@ func s3Figures(w *tabwriter.Writer, scratch string) {
 				_, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: bucket, Key: key(i), Body: bytes.NewReader(payload)})
 				check(err)
 			})
-			write := row("file", "write+fsync", rate(n, clients, func(i int) { writeSynced(file(i), payload, l.size > 4<<10) }))
+			write := row("file", "write+fsync", rate(n, clients, func(i int) { writeSynced(file(i), payload) }))
 			get := measure("s3", "GET", func(i int) {
 				out, err := c.GetObject(ctx, &awss3.GetObjectInput{Bucket: bucket, Key: key(i)})
 				check(err)
@@ -317,17 +312,12 @@ func s3Figures(w *tabwriter.Writer, scratch string) {
 	fmt.Fprintf(w, "s3\t4 KiB GET ÷ meta point get, 16 clients\t%.2f\t×\t\n", small[1]/get)
 }
 
-// writeSynced writes b to a new file at p and fsyncs it; drop then takes
-// its pages out of the page cache, so that the next read of it reads the
-// disk.
-func writeSynced(p string, b []byte, drop bool) {
+// writeSynced writes b to a new file at p and fsyncs it.
+func writeSynced(p string, b []byte) {
 	f, err := os.Create(p)
 	check(err)
 	_, err = f.Write(b)
 	check(err)
 	check(f.Sync())
-	if drop {
-		check(unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
-	}
 	check(f.Close())
 }
