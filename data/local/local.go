@@ -49,8 +49,8 @@ type Options struct {
 	// still go through the page cache, so a chunk read soon after its
 	// write comes from the disk: a 64 MiB GET right after its PUT fell
 	// by a third, a 1 GiB FUSE read after its write to 0.61–0.97 of the
-	// served loopback's (its bytes through its FUSE server). Off by default, as in any file system: what was just
-	// written is read again from memory.
+	// served loopback's (1.54 before). Off by default, as in any file
+	// system: what was just written is read again from memory.
 	DirectIO bool
 }
 
