@@ -222,7 +222,7 @@ func stratafsTree(scratch string) *fuseTree {
 	data := filepath.Join(scratch, "stratafs")
 	ms, err := bolt.Open(data + ".db")
 	check(err)
-	chunks, err := local.Open(data, local.Options{})
+	chunks, err := local.Open(data, local.Options{DirectIO: *direct})
 	check(err)
 	svc := object.New(ms, chunks, object.Options{})
 	_, err = svc.CreateBucket(ctx, "bench", "")

@@ -25,12 +25,13 @@ import (
 )
 
 var (
-	dir   = flag.String("dir", "", "scratch directory (default: a temporary one)")
-	quick = flag.Bool("quick", false, "smaller data sets, for a smoke run")
-	only  = flag.String("only", "", "run one group of figures only: meta, cassandra, s3, fuse or memory")
-	prof  = flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
-	block = flag.String("blockprofile", "", "write a profile of where goroutines waited (channels, locks, select) to this file")
-	mutex = flag.String("mutexprofile", "", "write a profile of contended mutexes to this file")
+	dir    = flag.String("dir", "", "scratch directory (default: a temporary one)")
+	quick  = flag.Bool("quick", false, "smaller data sets, for a smoke run")
+	only   = flag.String("only", "", "run one group of figures only: meta, cassandra, s3, fuse or memory")
+	prof   = flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof reads it)")
+	block  = flag.String("blockprofile", "", "write a profile of where goroutines waited (channels, locks, select) to this file")
+	mutex  = flag.String("mutexprofile", "", "write a profile of contended mutexes to this file")
+	direct = flag.Bool("direct", false, "write chunk files with direct I/O (file:///path?direct=true) in the S3 and FUSE figures")
 )
 
 func main() {

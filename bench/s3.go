@@ -52,12 +52,13 @@ import (
 // what the client leaves over.
 
 // Environment of the server process: the data directory, the key pair
-// ("ACCESS:SECRET") and, when the bench writes a CPU profile, the file the
-// server writes its own to.
+// ("ACCESS:SECRET"), when the bench writes a CPU profile, the file the
+// server writes its own to, and whether chunks are written with direct I/O.
 const (
 	s3ServeEnv   = "STRATAFS_BENCH_S3_SERVE"
 	s3KeysEnv    = "STRATAFS_BENCH_S3_KEYS"
 	s3ProfileEnv = "STRATAFS_BENCH_S3_PROFILE"
+	s3DirectEnv  = "STRATAFS_BENCH_S3_DIRECT" // set: -direct
 )
 
 // plainPath is where the server process answers 4 KiB without S3.
@@ -77,7 +78,7 @@ func serveS3(dir string) {
 	ms, err := bolt.Open(filepath.Join(dir, "meta.db"))
 	check(err)
 	defer ms.Close()
-	ds, err := local.Open(dir, local.Options{})
+	ds, err := local.Open(dir, local.Options{DirectIO: os.Getenv(s3DirectEnv) != ""})
 	check(err)
 	defer ds.Close()
 	access, secret, _ := strings.Cut(os.Getenv(s3KeysEnv), ":")
@@ -143,6 +144,9 @@ func startS3Server(dir string, creds s3.Credentials) (*s3Server, string) {
 	cmd.Env = append(os.Environ(), s3ServeEnv+"="+dir, s3KeysEnv+"="+creds.AccessKey+":"+creds.SecretKey)
 	if *prof != "" {
 		cmd.Env = append(cmd.Env, s3ProfileEnv+"="+*prof+".server")
+	}
+	if *direct {
+		cmd.Env = append(cmd.Env, s3DirectEnv+"=1")
 	}
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
