@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -168,6 +169,13 @@ func newBucket(ctx context.Context, s meta.Store, name string, v meta.Versioning
 	b.Versioning = v
 	check(s.CreateBucket(ctx, b))
 	return b
+}
+
+// discard reads r to its end in reads of len(buf) and returns how many
+// bytes it read. (io.Copy into io.Discard would read 8 KiB at a time, in
+// io.Discard's own ReadFrom, whatever buffer it is given.)
+func discard(r io.Reader, buf []byte) (int64, error) {
+	return io.CopyBuffer(struct{ io.Writer }{io.Discard}, struct{ io.Reader }{r}, buf)
 }
 
 // rate runs op n times over w workers and returns operations per second.
