@@ -60,6 +60,8 @@ type draft struct {
 	data, meta bool
 	// wrote is set by the first write since the base.
 	wrote bool
+	// closed says that a close(2) committed the draft (see settled).
+	closed bool
 }
 
 // maxHeld bounds the bytes a draft holds in memory (see draft.held): a
@@ -95,7 +97,7 @@ func (d *draft) rebase(v *meta.Version) error {
 	d.base, d.baseR, d.dirty, d.held = v, r, nil, nil
 	d.keep, d.size = v.Size, v.Size
 	d.attrs = d.fsys.attrsOf(v, false)
-	d.data, d.meta, d.wrote = false, false, false
+	d.data, d.meta, d.wrote, d.closed = false, false, false, false
 	return nil
 }
 
@@ -278,6 +280,24 @@ func (d *draft) emptied() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.data && d.size == 0 && !d.wrote
+}
+
+// markClosed records that a close(2) has just committed the draft.
+func (d *draft) markClosed() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+}
+
+// settled reports whether a close(2) committed the draft and nothing has
+// changed since. The kernel sends the release of a closed handle after
+// close(2) has returned, so such a draft may outlive its writer: a
+// handle opened then reads the version committed, as after the release,
+// rather than share the draft with the next writer.
+func (d *draft) settled() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closed && !d.data && !d.meta
 }
 
 // touch records a change of the bytes now.

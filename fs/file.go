@@ -263,7 +263,8 @@ func (n *fileNode) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.S
 }
 
 // Open opens the inode's version for reading, or its draft (started
-// here if there is none) for writing or while it is written.
+// here if there is none) for writing or while it is written (see
+// draft.settled for a draft whose writer has closed it).
 //
 // The kernel keeps one page cache per inode, filled by the reads of
 // whichever handle misses it and written through by writes. A file
@@ -282,7 +283,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 	defer n.mu.Unlock()
 	n.refreshLocked(ctx)
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
-	if !write && n.draft == nil {
+	if !write && (n.draft == nil || n.draft.settled()) {
 		if n.v == nil {
 			return nil, 0, syscall.ENOENT
 		}
@@ -391,6 +392,7 @@ func (n *fileNode) flush(ctx context.Context, d *draft) syscall.Errno {
 	if errno := n.commitLocked(context.WithoutCancel(ctx), d); errno != 0 {
 		return errno
 	}
+	d.markClosed()
 	return n.reportFailed()
 }
 

@@ -914,6 +914,46 @@ func TestFUSEVersionsOfOneInodeShareNoPages(t *testing.T) {
 	check(open(), v3, "a handle opened once the older ones were closed")
 }
 
+// TestFUSEHandleOpenedBeforeTheWritersRelease: the kernel sends the
+// release of a written file after close(2) has returned (and not at all
+// while a duplicate of the descriptor is open), so a handle opened just
+// after the close may find the writer's draft still there. It must read
+// the version the close committed, not share the draft with the next
+// writer. The duplicate holds the release back for as long as the test
+// needs.
+func TestFUSEHandleOpenedBeforeTheWritersRelease(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{})
+	v1, v2 := fuseRandom(3*fuseChunk), fuseRandom(3*fuseChunk)
+	w, err := os.Create(f.path("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(v1); err != nil {
+		t.Fatal(err)
+	}
+	dup, err := syscall.Dup(int(w.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(dup)
+	if err := w.Close(); err != nil { // commits v1; no release yet
+		t.Fatal(err)
+	}
+	r, err := os.Open(f.path("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	f.write("k", v2)
+	got, err := io.ReadAll(r)
+	if err != nil || !bytes.Equal(got, v1) {
+		t.Errorf("the handle opened before the rewrite read %d bytes (%v), not v1's (v2's: %t)", len(got), err, bytes.Equal(got, v2))
+	}
+	if got := f.read("k"); !bytes.Equal(got, v2) {
+		t.Errorf("a new handle read %d bytes, not v2's", len(got))
+	}
+}
+
 func TestFUSEFailedCommitFailsTheFsync(t *testing.T) {
 	f := newFUSEMount(t, fs.Options{})
 	file, err := os.Create(f.path("doomed"))
