@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/stratafs/stratafs/meta/metapb"
@@ -136,6 +137,33 @@ func UnmarshalVersion(data []byte) (*Version, error) {
 	}
 	return v, nil
 }
+
+// VersionAttrs returns the part of an encoded row before its manifest,
+// which decodes to the row without it. Fields are encoded in the order of
+// their numbers and the manifest's is the last, so a scan that wants
+// attributes only (ScanOptions.Attrs) copies no inline bytes, and reads
+// none from the store's pages. A row it cannot parse is returned whole,
+// for the decoder to report.
+func VersionAttrs(row []byte) []byte {
+	for b := row; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return row
+		}
+		if num == manifestField {
+			return row[:len(row)-len(b)]
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return row
+		}
+		b = b[n+m:]
+	}
+	return row
+}
+
+// manifestField is the number of metapb.Version's manifest.
+var manifestField = (&metapb.Version{}).ProtoReflect().Descriptor().Fields().ByName("manifest").Number()
 
 // versionToPB converts a row, or an upload's template, to its stored form.
 func versionToPB(v *Version) (*metapb.Version, error) {

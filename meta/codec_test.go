@@ -49,6 +49,37 @@ func TestVersionRoundTrip(t *testing.T) {
 	}
 }
 
+func TestVersionAttrs(t *testing.T) {
+	for _, v := range []*Version{
+		fullVersion(),
+		{Key: "k", ID: NewVersionID(time.Now()), Manifest: make([]byte, 4096)},
+		{Key: "k", ID: NewVersionID(time.Now()), DeleteMarker: true},
+	} {
+		data, err := MarshalVersion(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		attrs := VersionAttrs(data)
+		if n := len(data) - len(attrs); len(v.Manifest) > 0 && n <= len(v.Manifest) {
+			t.Errorf("%q: the attributes leave out %d bytes of a row whose manifest has %d", v.Key, n, len(v.Manifest))
+		}
+		got, err := UnmarshalVersion(attrs)
+		if err != nil {
+			t.Fatalf("%q: unmarshal the attributes: %v", v.Key, err)
+		}
+		want := *v
+		want.Manifest = nil
+		if !reflect.DeepEqual(got, &want) {
+			t.Errorf("attributes:\n got %+v\nwant %+v", got, &want)
+		}
+	}
+	// What cannot be parsed is left whole, for the decoder to refuse.
+	bad := []byte{0x0a, 0x7f, 'k'}
+	if got := VersionAttrs(bad); string(got) != string(bad) {
+		t.Errorf("a malformed row became %x", got)
+	}
+}
+
 func TestMarshalVersionRejects(t *testing.T) {
 	for _, c := range []struct {
 		name string

@@ -24,6 +24,11 @@ type ListOptions struct {
 	// MaxListKeys, and 0 or less ("not given"), mean MaxListKeys. S3's
 	// explicit max-keys=0 (an empty page) is the front end's to answer.
 	MaxKeys int
+	// Attrs lists the rows' attributes only: their manifests are left
+	// out (Version.NoManifest). A small object's bytes are inline in its
+	// manifest, most of its row: a listing that shows names and sizes
+	// need not read them.
+	Attrs bool
 }
 
 // ListResult is one page of a listing.
@@ -67,7 +72,7 @@ type VersionListResult struct {
 // It reads the backend's live scan, so deleted keys and old versions cost
 // nothing on backends that index live heads.
 func List(ctx context.Context, s Store, b Bucket, o ListOptions) (*ListResult, error) {
-	it := s.Scan(ctx, b, ScanOptions{Prefix: o.Prefix, Live: true})
+	it := s.Scan(ctx, b, ScanOptions{Prefix: o.Prefix, Live: true, Attrs: o.Attrs})
 	defer it.Close()
 	res, err := listKeys(it, o)
 	if err != nil {
@@ -80,7 +85,7 @@ func List(ctx context.Context, s Store, b Bucket, o ListOptions) (*ListResult, e
 // its newest row not newer than at, hidden when that row is a delete
 // marker or when the key has no row that old.
 func ListAsOf(ctx context.Context, s Store, b Bucket, at time.Time, o ListOptions) (*ListResult, error) {
-	it := s.Scan(ctx, b, ScanOptions{Prefix: o.Prefix})
+	it := s.Scan(ctx, b, ScanOptions{Prefix: o.Prefix, Attrs: o.Attrs})
 	defer it.Close()
 	res, err := listKeys(&asOfIter{Iter: it, at: AsOf(at)}, o)
 	if err != nil {
@@ -110,6 +115,11 @@ func listKeys(it Iter, o ListOptions) (*ListResult, error) {
 			res.CommonPrefixes = append(res.CommonPrefixes, cp)
 			res.Next = cp
 		})
+	if o.Attrs {
+		for _, v := range res.Objects {
+			v.Manifest, v.NoManifest = nil, true
+		}
+	}
 	return res, err
 }
 

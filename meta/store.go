@@ -104,6 +104,11 @@ type ScanOptions struct {
 	// index of live heads use it so that deleted and old rows are never
 	// read; others wrap their history scan with LiveIter.
 	Live bool
+	// Attrs says that the caller uses the rows' attributes only: a
+	// backend may leave each row's manifest unread (see VersionAttrs).
+	// The rows then carry whatever part of it was read: meta.List drops
+	// it and marks them (Version.NoManifest).
+	Attrs bool
 }
 
 // Iter walks rows in order. Next must be called before the first row.

@@ -31,6 +31,11 @@ type Version struct {
 	// Manifest is the encoded chunk list (package data). It is opaque here:
 	// meta stores and returns it and never looks inside.
 	Manifest []byte
+	// NoManifest marks a row listed for its attributes only
+	// (ListOptions.Attrs): Manifest is nil whatever the row holds, so
+	// the row's bytes cannot be reached from it, nor shared by a new
+	// version. Read the row again by its id for that.
+	NoManifest bool
 }
 
 // Content holds the standard content headers S3 stores with an object.

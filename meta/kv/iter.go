@@ -42,7 +42,7 @@ func (s *Store) Scan(ctx context.Context, b meta.Bucket, o meta.ScanOptions) met
 		space = spaceLive
 	}
 	start, end := prefixRange(space, b.ID, o.Prefix)
-	return &iter{ctx: ctx, e: s.e, b: b, live: o.Live, start: start, end: end, from: start, pos: start, batch: 1}
+	return &iter{ctx: ctx, e: s.e, b: b, live: o.Live, attrs: o.Attrs, start: start, end: end, from: start, pos: start, batch: 1}
 }
 
 type iter struct {
@@ -50,6 +50,7 @@ type iter struct {
 	e          Engine
 	b          meta.Bucket
 	live       bool
+	attrs      bool   // copy the rows' attributes only (meta.VersionAttrs)
 	start, end []byte // the scan's range
 
 	// The batch: the entries read in [from, pos), copied into arena. pos
@@ -105,6 +106,9 @@ func (it *iter) fill() {
 	err := it.e.View(it.ctx, func(tx Txn) error {
 		it.arena, it.ents = it.arena[:0], it.ents[:0]
 		return tx.Scan(it.from, it.end, func(k, v []byte) bool {
+			if it.attrs {
+				v = meta.VersionAttrs(v)
+			}
 			e := entry{k: len(it.arena), v: len(it.arena) + len(k)}
 			it.arena = append(append(it.arena, k...), v...)
 			e.end = len(it.arena)

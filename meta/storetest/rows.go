@@ -53,6 +53,23 @@ func testRoundTrip(t *testing.T, open Opener) {
 		got, err := e.s.Get(e.ctx, e.b, want.Key, want.ID)
 		e.expectRow(fmt.Sprintf("Get(%q)", want.Key), got, err, want, meta.ErrNoSuchVersion)
 	}
+	// A listing of attributes only has every field but the manifest.
+	res, err := meta.List(e.ctx, e.s, e.b, meta.ListOptions{Attrs: true})
+	if err != nil {
+		t.Fatalf("List(attrs): %v", err)
+	}
+	var want []*meta.Version
+	for _, v := range e.m.live(meta.VersionID{}) {
+		w := *v
+		w.Manifest, w.NoManifest = nil, true
+		want = append(want, &w)
+	}
+	e.expectRows("List(attrs)", res.Objects, want)
+	res, err = meta.ListAsOf(e.ctx, e.s, e.b, e.tick(), meta.ListOptions{Attrs: true})
+	if err != nil {
+		t.Fatalf("ListAsOf(attrs): %v", err)
+	}
+	e.expectRows("ListAsOf(attrs)", res.Objects, want)
 	e.expectState()
 }
 
