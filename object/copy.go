@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/meta"
 )
 
@@ -50,7 +51,10 @@ func (s *Service) copyRow(ctx context.Context, srcBucket, srcKey, dstBucket, dst
 	if err != nil {
 		return nil, err
 	}
-	v := share(src, dstKey, o)
+	v, err := share(src, dstKey, o)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.commit(ctx, b, v, o.Check); err != nil {
 		return nil, err
 	}
@@ -58,7 +62,10 @@ func (s *Service) copyRow(ctx context.Context, srcBucket, srcKey, dstBucket, dst
 }
 
 // share builds a new row for key carrying src's bytes.
-func share(src *meta.Version, key string, o CopyOptions) *meta.Version {
+func share(src *meta.Version, key string, o CopyOptions) (*meta.Version, error) {
+	if err := whole(src); err != nil {
+		return nil, err
+	}
 	v := &meta.Version{
 		Key:      key,
 		Size:     src.Size,
@@ -67,7 +74,7 @@ func share(src *meta.Version, key string, o CopyOptions) *meta.Version {
 	}
 	if o.Replace != nil {
 		o.Replace.apply(v)
-		return v
+		return v, nil
 	}
 	Attrs{
 		Content:      src.Content,
@@ -77,7 +84,25 @@ func share(src *meta.Version, key string, o CopyOptions) *meta.Version {
 		Checksums:    src.Checksums,
 		Owner:        o.Owner,
 	}.apply(v)
-	return v
+	return v, nil
+}
+
+// whole refuses a version listed for its attributes only
+// (meta.Version.NoManifest): its bytes can be neither read nor shared
+// from it, and a version sharing them would have none.
+func whole(v *meta.Version) error {
+	if v.NoManifest {
+		return fmt.Errorf("version %s of %q was listed without its manifest: %w", v.WireID(), v.Key, meta.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// manifest decodes v's chunk list.
+func manifest(v *meta.Version) (*data.Manifest, error) {
+	if err := whole(v); err != nil {
+		return nil, err
+	}
+	return data.DecodeManifest(v.Manifest)
 }
 
 // Rename moves the latest version of src to dst within a bucket without
@@ -105,7 +130,10 @@ func (s *Service) rename(ctx context.Context, bucket, src, dst, owner string) (*
 	if err != nil {
 		return nil, err
 	}
-	v := share(head, dst, CopyOptions{Owner: owner})
+	v, err := share(head, dst, CopyOptions{Owner: owner})
+	if err != nil {
+		return nil, err
+	}
 	del, _ := meta.DeleteMutation(b, src, owner, s.now())
 	// The source must still be the version we copied when we commit;
 	// otherwise a write that raced in would be deleted unseen.

@@ -14,7 +14,7 @@ import (
 // seek (the mount). Like Open it keeps reading v whatever is written
 // later, even if v is removed: the caller closes the Reader when done.
 func (s *Service) ReaderAt(ctx context.Context, v *meta.Version) (*Reader, error) {
-	m, err := data.DecodeManifest(v.Manifest)
+	m, err := manifest(v)
 	if err == nil {
 		var h *hold
 		if h, err = s.hold(ctx, m); err == nil {
@@ -75,7 +75,7 @@ func (s *Service) edit(ctx context.Context, bucket, key string, base *meta.Versi
 	if err != nil {
 		return nil, err
 	}
-	m, err := data.DecodeManifest(base.Manifest)
+	m, err := manifest(base)
 	if err != nil {
 		return nil, err
 	}

@@ -146,7 +146,7 @@ func (s *Service) copyPart(ctx context.Context, bucket, key, uploadID string, nu
 	if off < 0 || n < 0 || off+n > v.Size {
 		return nil, nil, fmt.Errorf("bytes %d+%d of %d: %w", off, n, v.Size, meta.ErrInvalidRange)
 	}
-	m, err := data.DecodeManifest(v.Manifest)
+	m, err := manifest(v)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -284,6 +284,24 @@ func (s *Service) Head(ctx context.Context, bucket, key, versionID string) (*met
 	return v, nil
 }
 
+// Whole returns v with its manifest: a version listed for its attributes
+// only (meta.Version.NoManifest) is read again, by its exact id (a null
+// row replaced since is not taken for it); any other is returned as it is.
+func (s *Service) Whole(ctx context.Context, bucket string, v *meta.Version) (*meta.Version, error) {
+	if !v.NoManifest {
+		return v, nil
+	}
+	b, err := s.bucket(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
+	w, err := s.meta.Get(ctx, b, v.Key, v.ID)
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s?versionId=%s: %w", bucket, v.Key, v.WireID(), err)
+	}
+	return w, nil
+}
+
 // Object is a version opened for reading.
 type Object struct {
 	*meta.Version
@@ -320,7 +338,7 @@ func (s *Service) Open(ctx context.Context, v *meta.Version, off, n int64) (io.R
 	if off < 0 || n < 0 || off+n > v.Size {
 		return nil, 0, fmt.Errorf("bytes %d+%d of %d: %w", off, n, v.Size, meta.ErrInvalidRange)
 	}
-	m, err := data.DecodeManifest(v.Manifest)
+	m, err := manifest(v)
 	if err != nil {
 		return nil, 0, fmt.Errorf("version %s: %w", v.WireID(), err)
 	}

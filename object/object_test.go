@@ -356,3 +356,72 @@ func TestAccessKeys(t *testing.T) {
 		t.Fatalf("keys after delete: %v, %v", ks, err)
 	}
 }
+
+// TestListedAttrsCannotBeRead: a version listed for its attributes only
+// carries no manifest. Reading it, editing it or sharing its bytes with
+// a new version (rename, new attributes) is refused, and writes nothing:
+// a version sharing "its" bytes would have none.
+func TestListedAttrsCannotBeRead(t *testing.T) {
+	f := newFixture(t, meta.Enabled)
+	body := randBytes(3*chunk + 5)
+	f.put("big", body)
+	f.put("small", []byte("inline"))
+	res, err := f.svc.List(f.ctx, "bkt", meta.ListOptions{Attrs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Objects) != 2 {
+		t.Fatalf("listed %d objects, want 2", len(res.Objects))
+	}
+	for _, v := range res.Objects {
+		if !v.NoManifest || v.Manifest != nil || v.Size == 0 {
+			t.Fatalf("%s listed with attributes only: NoManifest %v, %d manifest bytes, size %d", v.Key, v.NoManifest, len(v.Manifest), v.Size)
+		}
+		refused := func(op string, err error) {
+			t.Helper()
+			if !errors.Is(err, meta.ErrInvalidArgument) {
+				t.Errorf("%s of listed %s: %v, want ErrInvalidArgument", op, v.Key, err)
+			}
+		}
+		_, err := f.svc.ReaderAt(f.ctx, v)
+		refused("ReaderAt", err)
+		_, _, err = f.svc.Open(f.ctx, v, 0, -1)
+		refused("Open", err)
+		_, err = f.svc.Edit(f.ctx, "bkt", v.Key, v, object.EditOptions{Size: 1, Dirty: []object.Extent{{Off: 0, Len: 1}}, Src: bytes.NewReader([]byte("x"))})
+		refused("Edit", err)
+		_, err = f.svc.RenameVersion(f.ctx, "bkt", v, "moved", "")
+		refused("RenameVersion", err)
+		_, err = f.svc.ReplaceAttrs(f.ctx, "bkt", v, object.Attrs{})
+		refused("ReplaceAttrs", err)
+	}
+	// Whole reads a listed version again, by its id.
+	for _, v := range res.Objects {
+		w, err := f.svc.Whole(f.ctx, "bkt", v)
+		if err != nil {
+			t.Fatalf("Whole(%s): %v", v.Key, err)
+		}
+		r, err := f.svc.ReaderAt(f.ctx, w)
+		if err != nil {
+			t.Fatalf("ReaderAt(Whole(%s)): %v", v.Key, err)
+		}
+		got := make([]byte, w.Size)
+		_, err = r.ReadAt(f.ctx, got, 0)
+		r.Close()
+		if err != nil && !errors.Is(err, io.EOF) || !bytes.Equal(got, f.mustRead(v.Key, "")) || w.ID != v.ID {
+			t.Errorf("Whole(%s) reads %d other bytes (%v)", v.Key, len(got), err)
+		}
+	}
+	// Nothing was written: each key has its one version, whole.
+	for key, want := range map[string][]byte{"big": body, "small": []byte("inline")} {
+		if got := f.mustRead(key, ""); !bytes.Equal(got, want) {
+			t.Errorf("%s reads %d bytes, want %d", key, len(got), len(want))
+		}
+	}
+	vs, err := f.svc.ListVersions(f.ctx, "bkt", meta.VersionListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(vs.Versions); n != 2 {
+		t.Errorf("%d versions after the refusals, want 2", n)
+	}
+}

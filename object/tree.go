@@ -136,7 +136,10 @@ func (s *Service) renamePrefix(ctx context.Context, bucket, src, dst, owner stri
 		if err := meta.ValidKey(key); err != nil {
 			return 0, err
 		}
-		v := share(head, key, CopyOptions{Owner: owner})
+		v, err := share(head, key, CopyOptions{Owner: owner})
+		if err != nil {
+			return 0, err
+		}
 		v.ID = meta.NewVersionID(s.now())
 		del, _ := meta.DeleteMutation(b, head.Key, owner, s.now())
 		del.Check = unchanged(head)
@@ -206,7 +209,10 @@ func (s *Service) updateAttrs(ctx context.Context, bucket, key string, fn func(*
 	if err := fn(head, &a); err != nil {
 		return nil, err
 	}
-	v := share(head, key, CopyOptions{Replace: &a})
+	v, err := share(head, key, CopyOptions{Replace: &a})
+	if err != nil {
+		return nil, err
+	}
 	if err := s.commit(ctx, b, v, unchanged(head)); err != nil {
 		return nil, fmt.Errorf("update attributes of %s/%s: %w", bucket, key, err)
 	}
