@@ -171,6 +171,7 @@ func (n *fileNode) refreshLocked(ctx context.Context) {
 func (n *fileNode) headLocked(ctx context.Context, checked bool) (*meta.Version, syscall.Errno) {
 	n.refreshLocked(ctx)
 	key, ok := n.path()
+	v := n.v
 	switch {
 	case ok && !n.queuedLocked():
 		// The name may have been another file's, replaced by a rename
@@ -178,7 +179,8 @@ func (n *fileNode) headLocked(ctx context.Context, checked bool) (*meta.Version,
 		n.fsys.j.settle(key)
 		if checked {
 			if st, ok := n.fsys.peek(dirOf(key), key); ok && st.File != nil {
-				return st.File, 0
+				v = st.File
+				break
 			}
 		}
 		v, err := n.fsys.svc.Head(ctx, n.fsys.bucket, key, "")
@@ -186,10 +188,15 @@ func (n *fileNode) headLocked(ctx context.Context, checked bool) (*meta.Version,
 			return nil, n.fsys.errno("stat "+key, err)
 		}
 		return v, 0
-	case n.v == nil:
+	case v == nil:
 		return nil, syscall.ENOENT
 	}
-	return n.v, 0
+	// A change shares the version's bytes, so it needs them.
+	w, err := n.fsys.whole(ctx, v)
+	if err != nil {
+		return nil, n.fsys.errno("stat "+v.Key, err)
+	}
+	return w, 0
 }
 
 // Getattr reports the inode's attributes, whatever handle asks: the
@@ -287,7 +294,12 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 		if n.v == nil {
 			return nil, 0, syscall.ENOENT
 		}
-		r, err := n.fsys.svc.ReaderAt(ctx, n.v)
+		v, err := n.fsys.whole(ctx, n.v)
+		if err != nil {
+			return nil, 0, n.fsys.errno("open", err)
+		}
+		n.v = v
+		r, err := n.fsys.svc.ReaderAt(ctx, v)
 		if err != nil {
 			return nil, 0, n.fsys.errno("open", err)
 		}

@@ -203,6 +203,14 @@ func (f *fsys) statChange(ctx context.Context, key string) (object.Node, error) 
 	return f.svc.Stat(ctx, f.bucket, key)
 }
 
+// whole returns v with its manifest. Listings (the pages, readdir) ask
+// for attributes only: most of a small file's row is its inline bytes,
+// which a lookup does not need. A version from one is read again before
+// its bytes are read or shared (see object.Service.Whole).
+func (f *fsys) whole(ctx context.Context, v *meta.Version) (*meta.Version, error) {
+	return f.svc.Whole(ctx, f.bucket, v)
+}
+
 // dirOf returns the prefix of the directory that holds key.
 func dirOf(key string) string { return key[:strings.LastIndexByte(key, '/')+1] }
 
@@ -314,7 +322,7 @@ func (a *lookahead) changed(key string) {
 // store answered (if not, the lookup asks it itself). p's range is set
 // under the lookahead's lock: changed reads it meanwhile.
 func (f *fsys) readPage(ctx context.Context, p *page, size int) bool {
-	res, err := f.svc.List(ctx, f.bucket, meta.ListOptions{Prefix: p.prefix, Delimiter: "/", After: p.from, MaxKeys: size})
+	res, err := f.svc.List(ctx, f.bucket, meta.ListOptions{Prefix: p.prefix, Delimiter: "/", After: p.from, MaxKeys: size, Attrs: true})
 	if err != nil {
 		return false
 	}

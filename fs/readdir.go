@@ -246,7 +246,7 @@ func (p *listPager) next(ctx context.Context) ([]dirent, bool, error) {
 		read = &pageRead{j: p.fsys.j, prefix: prefix}
 		heads, read.seq = p.fsys.j.headsUnder(prefix)
 	}
-	res, err := p.fsys.list(ctx, p.at, meta.ListOptions{Prefix: prefix, Delimiter: "/", After: after})
+	res, err := p.fsys.list(ctx, p.at, meta.ListOptions{Prefix: prefix, Delimiter: "/", After: after, Attrs: true})
 	if err != nil {
 		return nil, false, p.fsys.errno("list "+prefix, err)
 	}

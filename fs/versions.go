@@ -236,11 +236,15 @@ func (n *versionFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		return nil, 0, syscall.EROFS
 	}
-	r, err := n.fsys.svc.ReaderAt(ctx, n.v)
+	v, err := n.fsys.whole(ctx, n.v)
 	if err != nil {
 		return nil, 0, n.fsys.errno("open", err)
 	}
-	return &readHandle{fsys: n.fsys, v: n.v, r: r}, fuse.FOPEN_KEEP_CACHE, 0
+	r, err := n.fsys.svc.ReaderAt(ctx, v)
+	if err != nil {
+		return nil, 0, n.fsys.errno("open", err)
+	}
+	return &readHandle{fsys: n.fsys, v: v, r: r}, fuse.FOPEN_KEEP_CACHE, 0
 }
 
 func (n *versionFile) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
