@@ -116,7 +116,9 @@ func (h *Handler) listObjects(w http.ResponseWriter, q *request) error {
 	if err != nil {
 		return err
 	}
-	o := meta.ListOptions{Prefix: q.query.Get("prefix"), Delimiter: q.query.Get("delimiter"), MaxKeys: maxKeys}
+	// A listing shows attributes only: the inline bytes of small objects
+	// are not read.
+	o := meta.ListOptions{Prefix: q.query.Get("prefix"), Delimiter: q.query.Get("delimiter"), MaxKeys: maxKeys, Attrs: true}
 	res := listBucketResult{
 		Xmlns:        xmlns,
 		Name:         q.bucket,

@@ -51,7 +51,7 @@ func runLs(ctx context.Context, e *env, args []string) error {
 			}
 			list = func(o meta.ListOptions) (*meta.ListResult, error) { return svc.ListAsOf(ctx, bucket, at, o) }
 		}
-		return lsObjects(tw, list, meta.ListOptions{Prefix: prefix, Delimiter: delim})
+		return lsObjects(tw, list, meta.ListOptions{Prefix: prefix, Delimiter: delim, Attrs: true})
 	})
 	if ferr := tw.Flush(); err == nil {
 		err = ferr
