@@ -111,6 +111,10 @@ func MarshalVersion(v *Version) ([]byte, error) {
 	if err := checkVersion(v); err != nil {
 		return nil, fmt.Errorf("marshal version %s@%s: %w", v.Key, v.ID, err)
 	}
+	if v.NoManifest {
+		// Its bytes are not known here: stored, the row would have none.
+		return nil, fmt.Errorf("marshal version %s@%s: a row listed without its manifest: %w", v.Key, v.ID, ErrInvalidArgument)
+	}
 	pb, err := versionToPB(v)
 	if err != nil {
 		return nil, fmt.Errorf("marshal version %s@%s: %w", v.Key, v.ID, err)

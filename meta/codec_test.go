@@ -92,6 +92,7 @@ func TestMarshalVersionRejects(t *testing.T) {
 		{"negative size", func(v *Version) { v.Size = -1 }, ErrInvalidArgument},
 		{"mtime out of range", func(v *Version) { v.POSIX.Mtime = time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC) }, ErrInvalidArgument},
 		{"non-UTF-8 metadata name", func(v *Version) { v.UserMeta["\xff"] = "x" }, ErrInvalidArgument},
+		{"listed without its manifest", func(v *Version) { v.Manifest, v.NoManifest = nil, true }, ErrInvalidArgument},
 	} {
 		v := fullVersion()
 		c.edit(v)
