@@ -478,7 +478,7 @@ func (n *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 // emptyDir reports whether no key but the marker lies under prefix, and
 // whether the marker exists.
 func (n *dirNode) emptyDir(ctx context.Context, prefix string) (empty, marker bool, errno syscall.Errno) {
-	res, err := n.fsys.svc.List(ctx, n.fsys.bucket, meta.ListOptions{Prefix: prefix, MaxKeys: 2})
+	res, err := n.fsys.svc.List(ctx, n.fsys.bucket, meta.ListOptions{Prefix: prefix, MaxKeys: 2, Attrs: true})
 	if err != nil {
 		return false, false, n.fsys.errno("list "+prefix, err)
 	}
