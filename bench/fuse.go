@@ -25,6 +25,8 @@ import (
 // mounted with the options stratafs uses so that the ratio compares the
 // file systems and not their options; the bare disk, for scale; and the
 // same loopback with its files served by its FUSE server ("served").
+// Each file system is served by a process of its own, as `stratafs mount`
+// is, and the workloads' system calls come from this one.
 //
 // As root on Linux 6.9 or later, go-fuse's loopback hands every open file
 // to the kernel (FUSE_PASSTHROUGH): its reads and writes then never reach
@@ -77,7 +79,7 @@ func fuseFigures(w *tabwriter.Writer, scratch string) {
 	if *quick {
 		files, big = 300, 64<<20
 	}
-	trees := []*fuseTree{stratafsTree(scratch), loopbackTree(scratch, false), diskTree(scratch), loopbackTree(scratch, true)}
+	trees := []*fuseTree{childTree("stratafs", scratch), childTree("loopback", scratch), diskTree(scratch), childTree("served", scratch)}
 	defer func() {
 		for _, t := range trees {
 			t.close()
@@ -218,6 +220,36 @@ func readSeq(p string, size int64) {
 	if n != size {
 		check(fmt.Errorf("read %d bytes of %s, want %d", n, p, size))
 	}
+}
+
+// forgetCommand asks a FUSE tree's process to forget what the kernel
+// cached of it (see fuseTree.forget).
+const forgetCommand = "forget"
+
+// childTree runs the FUSE tree kind ("stratafs", "loopback" or "served")
+// in a process of its own (see child).
+func childTree(kind, scratch string) *fuseTree {
+	c := startChild(kind, scratch)
+	return &fuseTree{name: kind, dir: c.hello, forget: func() { c.ask(forgetCommand) }, close: c.stop}
+}
+
+// serveFUSE is the process of a FUSE tree: its first line is the mount
+// point.
+func serveFUSE(kind, scratch string) {
+	var t *fuseTree
+	switch kind {
+	case "stratafs":
+		t = stratafsTree(scratch)
+	case "loopback", "served":
+		t = loopbackTree(scratch, kind == "served")
+	default:
+		check(fmt.Errorf("no FUSE tree %q", kind))
+	}
+	defer t.close()
+	serveLines(t.dir, map[string]func() string{forgetCommand: func() string {
+		t.forget()
+		return "ok"
+	}})
 }
 
 // stratafsTree mounts a versioned bucket over the embedded default stores

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -11,13 +10,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -43,42 +39,25 @@ import (
 // many threads: the disk's own speed. GETs and file reads alike come from
 // the page cache.
 //
-// The endpoint runs in a process of its own (this binary, started again
-// with s3ServeEnv set), so that the CPU time each side spends can be told
-// apart: for every figure the server's (its getrusage, asked for over its
-// stdin) and the clients' (this process's) are printed per GiB or per
-// request. The machine's cores are shared by both: a client that burns
+// The endpoint runs in a process of its own (see child), so that the CPU
+// time each side spends can be told apart: for every figure the server's
+// (its getrusage, asked for over its stdin) and the clients' (this
+// process's) are printed per GiB or per request. The machine's cores are shared by both: a client that burns
 // CPU slows the server down, and a ratio to the disk is only as good as
 // what the client leaves over.
 
-// Environment of the server process: the data directory, the key pair
-// ("ACCESS:SECRET"), when the bench writes a CPU profile, the file the
-// server writes its own to, and whether chunks are written with direct I/O.
-const (
-	s3ServeEnv   = "STRATAFS_BENCH_S3_SERVE"
-	s3KeysEnv    = "STRATAFS_BENCH_S3_KEYS"
-	s3ProfileEnv = "STRATAFS_BENCH_S3_PROFILE"
-	s3DirectEnv  = "STRATAFS_BENCH_S3_DIRECT" // set: -direct
-)
+// s3KeysEnv is the server process's key pair ("ACCESS:SECRET").
+const s3KeysEnv = "STRATAFS_BENCH_S3_KEYS"
 
 // plainPath is where the server process answers 4 KiB without S3.
 const plainPath = "/plain"
 
-func init() {
-	if dir := os.Getenv(s3ServeEnv); dir != "" {
-		serveS3(dir)
-		os.Exit(0)
-	}
-}
-
-// serveS3 is the server process: it prints its address, then answers
-// every line read from stdin with its CPU time so far (user and system,
-// in microseconds), and returns when stdin ends.
+// serveS3 is the server process: its first line is its address.
 func serveS3(dir string) {
 	ms, err := bolt.Open(filepath.Join(dir, "meta.db"))
 	check(err)
 	defer ms.Close()
-	ds, err := local.Open(dir, local.Options{DirectIO: os.Getenv(s3DirectEnv) != ""})
+	ds, err := local.Open(dir, local.Options{DirectIO: *direct})
 	check(err)
 	defer ds.Close()
 	access, secret, _ := strings.Cut(os.Getenv(s3KeysEnv), ":")
@@ -87,15 +66,6 @@ func serveS3(dir string) {
 		RootAccessKey: access,
 		Logger:        slog.New(slog.DiscardHandler),
 	})
-	if p := os.Getenv(s3ProfileEnv); p != "" {
-		f, err := os.Create(p)
-		check(err)
-		check(pprof.StartCPUProfile(f))
-		defer func() {
-			pprof.StopCPUProfile()
-			check(f.Close())
-		}()
-	}
 	plain := make([]byte, 4<<10)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	check(err)
@@ -115,68 +85,7 @@ func serveS3(dir string) {
 	})}
 	go srv.Serve(ln)
 	defer srv.Close()
-	fmt.Println(ln.Addr())
-	in := bufio.NewScanner(os.Stdin)
-	for in.Scan() {
-		fmt.Println(cpuTime().Microseconds())
-	}
-}
-
-// cpuTime is the CPU time this process has used, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	check(syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// s3Server is the server process, seen from the bench.
-type s3Server struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Reader
-}
-
-// startS3Server starts the server process over the stores in dir.
-func startS3Server(dir string, creds s3.Credentials) (*s3Server, string) {
-	self, err := os.Executable()
-	check(err)
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), s3ServeEnv+"="+dir, s3KeysEnv+"="+creds.AccessKey+":"+creds.SecretKey)
-	if *prof != "" {
-		cmd.Env = append(cmd.Env, s3ProfileEnv+"="+*prof+".server")
-	}
-	if *direct {
-		cmd.Env = append(cmd.Env, s3DirectEnv+"=1")
-	}
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	check(err)
-	out, err := cmd.StdoutPipe()
-	check(err)
-	check(cmd.Start())
-	s := &s3Server{cmd: cmd, in: in, out: bufio.NewReader(out)}
-	return s, s.line()
-}
-
-func (s *s3Server) line() string {
-	l, err := s.out.ReadString('\n')
-	check(err)
-	return strings.TrimSpace(l)
-}
-
-// cpu asks the server for its CPU time so far.
-func (s *s3Server) cpu() time.Duration {
-	_, err := io.WriteString(s.in, "cpu\n")
-	check(err)
-	us, err := strconv.ParseInt(s.line(), 10, 64)
-	check(err)
-	return time.Duration(us) * time.Microsecond
-}
-
-// stop ends the server process and waits for it (and its profile).
-func (s *s3Server) stop() {
-	check(s.in.Close())
-	check(s.cmd.Wait())
+	serveLines(ln.Addr().String(), nil)
 }
 
 // s3Figures prints the S3 figures; scratch is on the disk measured.
@@ -184,8 +93,9 @@ func s3Figures(w *tabwriter.Writer, scratch string) {
 	dir := filepath.Join(scratch, "s3")
 	check(os.MkdirAll(filepath.Join(dir, "files"), 0o755))
 	creds := s3.NewCredentials()
-	srv, addr := startS3Server(dir, creds)
+	srv := startChild("s3", dir, s3KeysEnv+"="+creds.AccessKey+":"+creds.SecretKey)
 	defer srv.stop()
+	addr := srv.hello
 	c := awss3.New(awss3.Options{
 		Region:                     "us-east-1",
 		Credentials:                credentials.NewStaticCredentialsProvider(creds.AccessKey, creds.SecretKey, ""),
