@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -24,12 +25,14 @@ import (
 // stdout; it stops when its stdin ends.
 
 // Environment of a child: what it serves ("s3", or a FUSE tree's name),
-// its scratch directory, and, when the bench writes a CPU profile, the
-// file the child writes its own to.
+// its scratch directory, and, when the bench writes profiles (CPU, block,
+// mutex), the files the child writes its own to.
 const (
 	childEnv        = "STRATAFS_BENCH_CHILD"
 	childDirEnv     = "STRATAFS_BENCH_CHILD_DIR"
 	childProfileEnv = "STRATAFS_BENCH_CHILD_PROFILE"
+	childBlockEnv   = "STRATAFS_BENCH_CHILD_BLOCKPROFILE"
+	childMutexEnv   = "STRATAFS_BENCH_CHILD_MUTEXPROFILE"
 	childDirectEnv  = "STRATAFS_BENCH_CHILD_DIRECT" // set: -direct
 )
 
@@ -55,6 +58,14 @@ func runChild(kind string) {
 			pprof.StopCPUProfile()
 			check(f.Close())
 		}()
+	}
+	if p := os.Getenv(childBlockEnv); p != "" {
+		runtime.SetBlockProfileRate(1)
+		defer writeProfile("block", p)
+	}
+	if p := os.Getenv(childMutexEnv); p != "" {
+		runtime.SetMutexProfileFraction(1)
+		defer writeProfile("mutex", p)
 	}
 	if kind == "s3" {
 		serveS3(dir)
@@ -98,16 +109,18 @@ type child struct {
 }
 
 // startChild starts a child serving kind over dir, with env added to its
-// environment, and waits for its first line. With -cpuprofile FILE it
-// writes its own profile to FILE.kind.
+// environment, and waits for its first line. With -cpuprofile FILE (or
+// -blockprofile, -mutexprofile) it writes its own profile to FILE.kind.
 func startChild(kind, dir string, env ...string) *child {
 	self, err := os.Executable()
 	check(err)
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), childEnv+"="+kind, childDirEnv+"="+dir)
 	cmd.Env = append(cmd.Env, env...)
-	if *prof != "" {
-		cmd.Env = append(cmd.Env, childProfileEnv+"="+*prof+"."+kind)
+	for env, file := range map[string]string{childProfileEnv: *prof, childBlockEnv: *block, childMutexEnv: *mutex} {
+		if file != "" {
+			cmd.Env = append(cmd.Env, env+"="+file+"."+kind)
+		}
 	}
 	if *direct {
 		cmd.Env = append(cmd.Env, childDirectEnv+"=1")
