@@ -6,8 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,23 +48,7 @@ func init() {
 func runChild(kind string) {
 	dir := os.Getenv(childDirEnv)
 	*direct = os.Getenv(childDirectEnv) != ""
-	if p := os.Getenv(childProfileEnv); p != "" {
-		f, err := os.Create(p)
-		check(err)
-		check(pprof.StartCPUProfile(f))
-		defer func() {
-			pprof.StopCPUProfile()
-			check(f.Close())
-		}()
-	}
-	if p := os.Getenv(childBlockEnv); p != "" {
-		runtime.SetBlockProfileRate(1)
-		defer writeProfile("block", p)
-	}
-	if p := os.Getenv(childMutexEnv); p != "" {
-		runtime.SetMutexProfileFraction(1)
-		defer writeProfile("mutex", p)
-	}
+	defer profile(os.Getenv(childProfileEnv), os.Getenv(childBlockEnv), os.Getenv(childMutexEnv))()
 	if kind == "s3" {
 		serveS3(dir)
 	} else {

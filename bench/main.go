@@ -47,23 +47,7 @@ func main() {
 		defer os.RemoveAll(d)
 		scratch = d
 	}
-	if *prof != "" {
-		f, err := os.Create(*prof)
-		check(err)
-		check(pprof.StartCPUProfile(f))
-		defer func() {
-			pprof.StopCPUProfile()
-			check(f.Close())
-		}()
-	}
-	if *block != "" {
-		runtime.SetBlockProfileRate(1)
-		defer writeProfile("block", *block)
-	}
-	if *mutex != "" {
-		runtime.SetMutexProfileFraction(1)
-		defer writeProfile("mutex", *mutex)
-	}
+	defer profile(*prof, *block, *mutex)()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "backend\tfigure\tvalue\tunit\t")
 	groups := []struct {
@@ -135,6 +119,34 @@ func metaBackends(scratch string) []backend {
 			return s
 		}, puts: 4, sets: 4, batch: 100,
 			note: "not a real cluster: client-go's in-process mock, data in memory, ¼-size data sets"},
+	}
+}
+
+// profile starts the profiles whose files are named (CPU, block, mutex;
+// "" for none) and returns the function that writes them.
+func profile(cpu, block, mutex string) (stop func()) {
+	var stops []func()
+	if cpu != "" {
+		f, err := os.Create(cpu)
+		check(err)
+		check(pprof.StartCPUProfile(f))
+		stops = append(stops, func() {
+			pprof.StopCPUProfile()
+			check(f.Close())
+		})
+	}
+	if block != "" {
+		runtime.SetBlockProfileRate(1)
+		stops = append(stops, func() { writeProfile("block", block) })
+	}
+	if mutex != "" {
+		runtime.SetMutexProfileFraction(1)
+		stops = append(stops, func() { writeProfile("mutex", mutex) })
+	}
+	return func() {
+		for _, s := range stops {
+			s()
+		}
 	}
 }
 

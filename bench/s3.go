@@ -42,9 +42,9 @@ import (
 // The endpoint runs in a process of its own (see child), so that the CPU
 // time each side spends can be told apart: for every figure the server's
 // (its getrusage, asked for over its stdin) and the clients' (this
-// process's) are printed per GiB or per request. The machine's cores are shared by both: a client that burns
-// CPU slows the server down, and a ratio to the disk is only as good as
-// what the client leaves over.
+// process's) are printed per GiB or per request. The machine's cores are
+// shared by both: a client that burns CPU slows the server down, and a
+// ratio to the disk is only as good as what the client leaves over.
 
 // s3KeysEnv is the server process's key pair ("ACCESS:SECRET").
 const s3KeysEnv = "STRATAFS_BENCH_S3_KEYS"
