@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
+	"encoding/binary"
+	"hash/crc32"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +36,21 @@ func TestWriteRead(t *testing.T) {
 	}
 }
 
+// TestWriteDigests checks each digest of inline and chunked bodies.
+func TestWriteDigests(t *testing.T) {
+	for _, size := range []int{0, 100, data.DefaultInlineMax + 1, 3*testChunk + 17} {
+		b := storetest.Random(uint64(size), size)
+		m := md5.Sum(b)
+		c := binary.BigEndian.AppendUint32(nil, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
+		for d, want := range map[data.Digest][]byte{data.MD5: m[:], data.CRC32C: c} {
+			w, err := data.Write(context.Background(), newMem(), bytes.NewReader(b), data.WriteOptions{ChunkSize: testChunk, Digest: d})
+			if err != nil || !bytes.Equal(w.Sum, want) {
+				t.Errorf("%d bytes, digest %d: %v, sum %x; want %x", size, d, err, w.Sum, want)
+			}
+		}
+	}
+}
+
 // testWriteRead writes size bytes in chunks of cs to a store of(a memStore)
 // and reads them back.
 func testWriteRead(t *testing.T, of func(*memStore) data.Store, cs, size int) {
@@ -49,8 +66,8 @@ func testWriteRead(t *testing.T, of func(*memStore) data.Store, cs, size int) {
 	if w.Size != int64(size) || w.Manifest.Size != int64(size) {
 		t.Fatalf("size %d, manifest size %d; want %d", w.Size, w.Manifest.Size, size)
 	}
-	if w.MD5 != md5.Sum(b) {
-		t.Fatalf("MD5 %x, want %x", w.MD5, md5.Sum(b))
+	if sum := md5.Sum(b); !bytes.Equal(w.Sum, sum[:]) {
+		t.Fatalf("MD5 %x, want %x", w.Sum, sum)
 	}
 	chunks := 0
 	if size > data.DefaultInlineMax {
@@ -250,7 +267,7 @@ func TestWriteMemory(t *testing.T) {
 	}
 	h := md5.New()
 	_, _ = io.Copy(h, io.LimitReader(rand.NewChaCha8(key), size))
-	if w.Size != size || !bytes.Equal(w.MD5[:], h.Sum(nil)) {
-		t.Fatalf("wrote %d bytes with MD5 %x; want %d, %x", w.Size, w.MD5, size, h.Sum(nil))
+	if w.Size != size || !bytes.Equal(w.Sum, h.Sum(nil)) {
+		t.Fatalf("wrote %d bytes with MD5 %x; want %d, %x", w.Size, w.Sum, size, h.Sum(nil))
 	}
 }

@@ -455,12 +455,14 @@ func (r lockedReader) ReadAt(p []byte, off int64) (int, error) {
 //     waits in the journal: last is the change that queued it), or the
 //     latest bytes of key if the file has moved since the base (with its
 //     directory: object.UpdateAttrs);
-//   - the file was streamed: the stream's Put, with its real MD5 as ETag;
+//   - the file was streamed: the stream's Put;
 //   - nothing of the base survives (a new file, or one truncated to zero
-//     and rewritten): the staging file is the file, stored by object.Put
-//     with its real MD5 as ETag;
+//     and rewritten): the staging file is the file, stored by object.Put;
 //   - otherwise: object.Edit rewrites only the chunks the dirty ranges
-//     touch and shares the rest with the base (ETag "<md5>-0").
+//     touch and shares the rest with the base.
+//
+// Every version has an opaque ETag (object.PutOptions.CRC32C). A Put
+// keeps the CRC-32C of the file's bytes as its checksum.
 //
 // Edits are last-writer-wins against changes made meanwhile by others:
 // the version committed is the base with this draft's changes applied.
@@ -512,12 +514,11 @@ func (d *draft) commit(ctx context.Context, key string, last *change, failed fun
 				return nil
 			})
 		case d.keep == 0:
-			a.Checksums = nil
 			body, berr := d.body()
 			if berr != nil {
 				return berr
 			}
-			v, err = s.Put(ctx, f.bucket, key, body, object.PutOptions{Attrs: a, Size: d.size})
+			v, err = s.Put(ctx, f.bucket, key, body, object.PutOptions{Attrs: a, Size: d.size, CRC32C: true})
 		default:
 			a.Checksums = nil
 			rewrite := slices.Clone(d.dirty)

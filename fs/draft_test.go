@@ -3,10 +3,12 @@ package fs
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
-	"fmt"
+	"encoding/base64"
+	"encoding/binary"
+	"hash/crc32"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,7 +84,7 @@ func TestAStreamTooOldIsStaged(t *testing.T) {
 }
 
 // commitAndCheck commits draft d as key k and checks that the store then
-// holds want, with its MD5 as the ETag.
+// holds want, with its CRC32C as its checksum and an opaque ETag.
 func commitAndCheck(t *testing.T, f *fsys, d *draft, want []byte, what string) {
 	t.Helper()
 	ctx := t.Context()
@@ -99,8 +101,9 @@ func commitAndCheck(t *testing.T, f *fsys, d *draft, want []byte, what string) {
 	}
 	defer obj.Body.Close()
 	stored, err := io.ReadAll(obj.Body)
-	if err != nil || !bytes.Equal(stored, want) || obj.ETag != fmt.Sprintf("%x", md5.Sum(want)) {
-		t.Errorf("%s: stored %d bytes (%v), etag %s", what, len(stored), err, obj.ETag)
+	sum := base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.Checksum(want, crc32.MakeTable(crc32.Castagnoli))))
+	if err != nil || !bytes.Equal(stored, want) || !strings.HasSuffix(obj.ETag, "-0") || obj.Checksums["CRC32C"] != sum {
+		t.Errorf("%s: stored %d bytes (%v), etag %s, checksums %v", what, len(stored), err, obj.ETag, obj.Checksums)
 	}
 }
 

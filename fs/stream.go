@@ -54,7 +54,6 @@ func (f *fsys) startStream(key string, a object.Attrs, spill func(*stream)) *str
 	default:
 		return nil
 	}
-	a.Checksums = nil // of another body
 	r, w := io.Pipe()
 	s := &stream{key: key, w: w, done: make(chan struct{})}
 	s.old = time.AfterFunc(maxStreamAge, func() { spill(s) })
@@ -64,7 +63,7 @@ func (f *fsys) startStream(key string, a object.Attrs, spill func(*stream)) *str
 		// The stream outlives the request that started it.
 		ctx := context.Background()
 		s.p, s.err = f.svc.Prepare(ctx, func(d *object.Service) (err error) {
-			s.v, err = d.Put(ctx, f.bucket, key, r, object.PutOptions{Attrs: a, Size: -1, Finish: s.finish})
+			s.v, err = d.Put(ctx, f.bucket, key, r, object.PutOptions{Attrs: a, Size: -1, Finish: s.finish, CRC32C: true})
 			return err
 		})
 		// A Put that failed stopped reading: the next write must fail,

@@ -111,9 +111,13 @@ func (m *servedMount) mountToS3() {
 	}
 	fsyncPath(t, m.path(name)) // committed: every reader of the store sees it
 
-	head := must(c.c.HeadObject(c.ctx, &awss3.HeadObjectInput{Bucket: aws.String(crossBucket), Key: aws.String(name)}))
+	head := must(c.c.HeadObject(c.ctx, &awss3.HeadObjectInput{Bucket: aws.String(crossBucket), Key: aws.String(name), ChecksumMode: s3types.ChecksumModeEnabled}))
 	eq(t, "S3 size of the mount's file", aws.ToInt64(head.ContentLength), int64(len(body)))
-	eq(t, "S3 ETag of the mount's file", aws.ToString(head.ETag), `"`+md5hex(body)+`"`)
+	eq(t, "S3 CRC32C of the mount's file", aws.ToString(head.ChecksumCRC32C), crc32cb64(body))
+	eq(t, "S3 checksum type of the mount's file", head.ChecksumType, s3types.ChecksumTypeFullObject)
+	if etag := aws.ToString(head.ETag); !strings.HasSuffix(etag, `-0"`) {
+		t.Errorf("S3 ETag of the mount's file: %s, want an opaque one", etag)
+	}
 	eq(t, "x-amz-meta-color of user.color", head.Metadata["color"], "blue")
 	_, got := c.get(crossBucket, name, "")
 	if !bytes.Equal(got, body) {

@@ -256,6 +256,21 @@ func crc32b64(b []byte) string {
 	return base64.StdEncoding.EncodeToString(s[:])
 }
 
+// crc32cb64 is the CRC32C of b as S3 sends it (x-amz-checksum-crc32c).
+func crc32cb64(b []byte) string {
+	s := binary.BigEndian.AppendUint32(nil, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
+	return base64.StdEncoding.EncodeToString(s)
+}
+
+// mountWritten fails t unless v looks as a file written through the
+// mount must: an opaque ETag (a '-' in it) and the CRC32C of body.
+func mountWritten(t *testing.T, what string, v *meta.Version, body []byte) {
+	t.Helper()
+	if !strings.Contains(v.ETag, "-") || v.Checksums["CRC32C"] != crc32cb64(body) || len(v.Checksums) != 1 {
+		t.Errorf("%s: ETag %s, checksums %v; want an opaque ETag and CRC32C %s only", what, v.ETag, v.Checksums, crc32cb64(body))
+	}
+}
+
 func randomBytes(n int, seed byte) []byte {
 	b := make([]byte, n)
 	rand.NewChaCha8([32]byte{seed}).Read(b)

@@ -2,7 +2,6 @@ package object
 
 import (
 	"context"
-	"crypto/md5"
 	"fmt"
 	"io"
 
@@ -56,9 +55,7 @@ type EditOptions struct {
 // written twice.
 //
 // The ETag of an edited version cannot be the MD5 of its bytes without
-// reading them all. It is the hex MD5 of the version's manifest followed
-// by "-0": it changes whenever the bytes may have, and the '-' tells S3
-// clients, as for multipart uploads, not to take it for the body's MD5.
+// reading them all: it is opaque (see putRow).
 //
 // Chunks written for a commit that fails, or superseded by a later range
 // of the same edit, are deleted (best effort).
@@ -85,7 +82,8 @@ func (s *Service) edit(ctx context.Context, bucket, key string, base *meta.Versi
 	if o.Size < m.Size {
 		m = m.Slice(0, o.Size)
 	}
-	wo := data.WriteOptions{ChunkSize: s.opts.ChunkSize, InlineMax: s.opts.InlineMax}
+	// The rewritten ranges' digests are not kept: CRC-32C costs least.
+	wo := data.WriteOptions{ChunkSize: s.opts.ChunkSize, InlineMax: s.opts.InlineMax, Digest: data.CRC32C}
 	gap := int64(s.opts.ChunkSize)
 	if gap <= 0 {
 		gap = data.DefaultChunkSize
@@ -114,11 +112,7 @@ func (s *Service) edit(ctx context.Context, bucket, key string, base *meta.Versi
 			return fail(err)
 		}
 	}
-	enc, err := data.EncodeManifest(m)
-	if err != nil {
-		return fail(err)
-	}
-	v, err := s.putRow(ctx, b, key, m, fmt.Sprintf("%x-0", md5.Sum(enc)), PutOptions{Attrs: o.Attrs, Check: o.Check})
+	v, err := s.putRow(ctx, b, key, m, "", PutOptions{Attrs: o.Attrs, Check: o.Check})
 	if err != nil {
 		return fail(err)
 	}

@@ -84,10 +84,10 @@ func (s *Service) recordPart(ctx context.Context, b meta.Bucket, u *meta.Upload,
 	if o.Size >= 0 && w.Size != o.Size {
 		return nil, fmt.Errorf("got %d bytes, declared %d: %w", w.Size, o.Size, meta.ErrIncompleteBody)
 	}
-	if o.MD5 != nil && string(o.MD5) != string(w.MD5[:]) {
+	if o.MD5 != nil && string(o.MD5) != string(w.Sum) {
 		return nil, meta.ErrBadDigest
 	}
-	p := &meta.Part{Number: number, Size: w.Size, ETag: hex.EncodeToString(w.MD5[:]), Modified: s.now()}
+	p := &meta.Part{Number: number, Size: w.Size, ETag: hex.EncodeToString(w.Sum), Modified: s.now()}
 	if o.Finish != nil {
 		if err := o.Finish(p); err != nil {
 			return nil, err

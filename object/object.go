@@ -9,6 +9,9 @@ package object
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -145,6 +148,12 @@ type PutOptions struct {
 	// row commits: it may complete the row from what only the end of the
 	// body tells (trailing checksums) or refuse it with an error.
 	Finish func(v *meta.Version) error
+	// CRC32C hashes the body with CRC-32C instead of MD5 (data.CRC32C):
+	// the version gets it as its one checksum (full-object CRC32C, which
+	// S3 clients verify on GET) and an opaque ETag, as an edit does (see
+	// Edit). The mount writes files so: with MD5, a single writer could
+	// not pass MD5's speed on one core. MD5 must then be unset.
+	CRC32C bool
 }
 
 // Put streams r into chunks and commits one new version of key: one meta
@@ -155,7 +164,14 @@ func (s *Service) Put(ctx context.Context, bucket, key string, r io.Reader, o Pu
 	if err != nil {
 		return nil, err
 	}
-	w, err := data.Write(ctx, s.data, r, data.WriteOptions{ChunkSize: s.opts.ChunkSize, InlineMax: s.opts.InlineMax})
+	wo := data.WriteOptions{ChunkSize: s.opts.ChunkSize, InlineMax: s.opts.InlineMax}
+	if o.CRC32C {
+		if o.MD5 != nil {
+			return nil, fmt.Errorf("put %s/%s: a Content-MD5 with a CRC32C body: %w", bucket, key, meta.ErrInvalidArgument)
+		}
+		wo.Digest = data.CRC32C
+	}
+	w, err := data.Write(ctx, s.data, r, wo)
 	if err != nil {
 		return nil, fmt.Errorf("put %s/%s: %w", bucket, key, err)
 	}
@@ -173,10 +189,14 @@ func (s *Service) commitWritten(ctx context.Context, b meta.Bucket, key string, 
 	if o.Size >= 0 && w.Size != o.Size {
 		return nil, fmt.Errorf("got %d bytes, declared %d: %w", w.Size, o.Size, meta.ErrIncompleteBody)
 	}
-	if o.MD5 != nil && string(o.MD5) != string(w.MD5[:]) {
+	if o.CRC32C {
+		o.Checksums = map[string]string{"CRC32C": base64.StdEncoding.EncodeToString(w.Sum)}
+		return s.putRow(ctx, b, key, w.Manifest, "", o)
+	}
+	if o.MD5 != nil && string(o.MD5) != string(w.Sum) {
 		return nil, meta.ErrBadDigest
 	}
-	return s.putRow(ctx, b, key, w.Manifest, fmt.Sprintf("%x", w.MD5), o)
+	return s.putRow(ctx, b, key, w.Manifest, hex.EncodeToString(w.Sum), o)
 }
 
 // PutManifest commits a new version of key whose bytes are already
@@ -195,10 +215,18 @@ func (s *Service) PutManifest(ctx context.Context, bucket, key string, m *data.M
 	return v, nil
 }
 
+// putRow commits the row of a new version of key with bytes m. An empty
+// etag makes the version's ETag opaque: the hex MD5 of its encoded
+// manifest followed by "-0". It changes whenever the bytes may have, and
+// the '-' tells S3 clients, as for multipart uploads, not to take it for
+// the body's MD5.
 func (s *Service) putRow(ctx context.Context, b meta.Bucket, key string, m *data.Manifest, etag string, o PutOptions) (*meta.Version, error) {
 	man, err := data.EncodeManifest(m)
 	if err != nil {
 		return nil, err
+	}
+	if etag == "" {
+		etag = fmt.Sprintf("%x-0", md5.Sum(man))
 	}
 	v := &meta.Version{Key: key, Size: m.GetSize(), ETag: etag, Manifest: man}
 	o.apply(v)

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/md5"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -221,6 +225,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"key too long", "bkt", string(randLetters(1025)), object.PutOptions{Size: -1}, meta.ErrInvalidKey},
 		{"key not utf-8", "bkt", "a\xffb", object.PutOptions{Size: -1}, meta.ErrInvalidKey},
 		{"bad digest", "bkt", "k", object.PutOptions{Size: -1, MD5: make([]byte, 16)}, meta.ErrBadDigest},
+		{"an MD5 to check with CRC32C", "bkt", "k", object.PutOptions{Size: -1, MD5: make([]byte, 16), CRC32C: true}, meta.ErrInvalidArgument},
 		{"short body", "bkt", "k", object.PutOptions{Size: int64(len(big)) + 1}, meta.ErrIncompleteBody},
 		{"failed check", "bkt", "keep", object.PutOptions{Size: -1, Check: func(*meta.Version) error { return meta.ErrPreconditionFailed }}, meta.ErrPreconditionFailed},
 	}
@@ -329,6 +334,34 @@ func TestFinishCompletesOrRefusesTheRow(t *testing.T) {
 	}
 	if head, _ := f.svc.Head(f.ctx, "bkt", "k", ""); head.ID != v.ID || f.chunks() != before {
 		t.Fatal("a put refused by Finish changed the bucket or left chunks")
+	}
+}
+
+// TestPutCRC32C: a body hashed with CRC-32C gets it as its one checksum
+// and an opaque ETag, which differs for different bytes of one size.
+func TestPutCRC32C(t *testing.T) {
+	f := newFixture(t, meta.Enabled)
+	for _, size := range []int{5, 2*chunk + 1} {
+		a, b := randBytes(size), randBytes(size)
+		etags := map[string]bool{}
+		for _, body := range [][]byte{a, b} {
+			v, err := f.svc.Put(f.ctx, "bkt", "k", bytes.NewReader(body), object.PutOptions{Size: int64(size), CRC32C: true,
+				Attrs: object.Attrs{Checksums: map[string]string{"SHA1": "of another body"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli))))
+			if len(v.Checksums) != 1 || v.Checksums["CRC32C"] != sum || !strings.HasSuffix(v.ETag, "-0") {
+				t.Errorf("%d bytes: checksums %v, ETag %s; want CRC32C %s only and an opaque ETag", size, v.Checksums, v.ETag, sum)
+			}
+			if got := f.mustRead("k", ""); !bytes.Equal(got, body) {
+				t.Errorf("%d bytes read back wrong", size)
+			}
+			etags[v.ETag] = true
+		}
+		if len(etags) != 2 {
+			t.Errorf("%d bytes: two bodies got one ETag", size)
+		}
 	}
 }
 
