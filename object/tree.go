@@ -25,7 +25,10 @@ var ErrTooManyKeys = errors.New("too many keys under the prefix")
 const maxAttrRetries = 5
 
 // A Node is what a path names in the directory view of a bucket: a file,
-// a directory, both (S3 allows "a" beside "a/b"), or nothing.
+// a directory, both (S3 allows "a" beside "a/b"), or nothing. Its rows
+// are attributes only (meta.Version.NoManifest; Whole reads one whole):
+// a lookup wants no more, and a small file's inline bytes are most of
+// its row.
 type Node struct {
 	// File is the key's latest version; nil when the key has none.
 	File *meta.Version
@@ -56,11 +59,15 @@ func (s *Service) stat(ctx context.Context, bucket, key string, live bool) (Node
 	if err != nil {
 		return Node{}, err
 	}
-	it := s.meta.Scan(ctx, b, meta.ScanOptions{Prefix: key, Live: live})
+	it := s.meta.Scan(ctx, b, meta.ScanOptions{Prefix: key, Live: live, Attrs: true})
 	defer it.Close()
+	attrs := func(v *meta.Version) *meta.Version {
+		v.Manifest, v.NoManifest = nil, true
+		return v
+	}
 	var n Node
 	if it.Next() && it.Version().Key == key {
-		n.File = it.Version()
+		n.File = attrs(it.Version())
 	}
 	// key+"/" sorts before every other key under it, so the first row
 	// under it is the marker when there is one.
@@ -70,7 +77,7 @@ func (s *Service) stat(ctx context.Context, bucket, key string, live bool) (Node
 		v := it.Version()
 		n.Dir = strings.HasPrefix(v.Key, dir)
 		if v.Key == dir {
-			n.Marker = v
+			n.Marker = attrs(v)
 		}
 	}
 	if err := it.Err(); err != nil {

@@ -9,8 +9,8 @@ import (
 )
 
 // CheckIndexes verifies that the C and N indexes of bucket bid are exactly
-// what its V rows imply: C holds each key's first row unless that is a
-// delete marker, N the id of each key's null row.
+// what its V rows imply: C holds the attributes of each key's first row
+// unless that is a delete marker, N the id of each key's null row.
 func CheckIndexes(s meta.Store, bid uint64) error {
 	return s.(*Store).e.View(context.Background(), func(tx Txn) error {
 		wantC, wantN := map[string][]byte{}, map[string][]byte{}
@@ -28,7 +28,7 @@ func CheckIndexes(s meta.Store, bid uint64) error {
 				return false
 			}
 			if !seen[key] && !row.DeleteMarker {
-				wantC[key] = bytes.Clone(v)
+				wantC[key] = bytes.Clone(meta.VersionAttrs(v))
 			}
 			seen[key] = true
 			if row.Null {

@@ -35,7 +35,9 @@ type batch struct {
 }
 
 // Scan returns an iterator over the bucket's rows; a live scan reads the C
-// index, so deleted keys and old versions are never read.
+// index, so deleted keys and old versions are never read. C holds
+// attributes only: a live scan that wants whole rows reads each V row its
+// C entry names.
 func (s *Store) Scan(ctx context.Context, b meta.Bucket, o meta.ScanOptions) meta.Iter {
 	space := spaceVersion
 	if o.Live {
@@ -105,7 +107,7 @@ func (it *iter) fill() {
 	}
 	err := it.e.View(it.ctx, func(tx Txn) error {
 		it.arena, it.ents = it.arena[:0], it.ents[:0]
-		return tx.Scan(it.from, it.end, func(k, v []byte) bool {
+		err := tx.Scan(it.from, it.end, func(k, v []byte) bool {
 			if it.attrs {
 				v = meta.VersionAttrs(v)
 			}
@@ -115,6 +117,10 @@ func (it *iter) fill() {
 			it.ents = append(it.ents, e)
 			return len(it.ents) < it.batch
 		})
+		if err == nil && it.live && !it.attrs {
+			err = it.wholeRows(tx)
+		}
+		return err
 	})
 	switch {
 	case err != nil:
@@ -126,6 +132,37 @@ func (it *iter) fill() {
 		it.pos = append(append(make([]byte, 0, len(last)+1), last...), 0) // the least key after last
 	}
 	it.batch = min(2*it.batch, maxBatch)
+}
+
+// wholeRows replaces the batch's C entries, read in tx, with the V rows
+// they index. It runs after the scan, not inside it: an engine need not
+// allow a Get while a Scan of the same transaction is running.
+func (it *iter) wholeRows(tx Txn) error {
+	var arena []byte
+	for i, e := range it.ents {
+		k := it.arena[e.k:e.v]
+		_, key, err := decodeKeyKey(k, spaceLive)
+		if err != nil {
+			return err
+		}
+		head, err := unmarshalRow(it.arena[e.v:e.end], key, nil)
+		if err != nil {
+			return err
+		}
+		row, err := tx.Get(versionKey(it.b.ID, key, head.ID))
+		if err != nil {
+			return err
+		}
+		if row == nil {
+			return fmt.Errorf("%w: the live index names %q@%s, which has no row", meta.ErrCorrupt, key, head.ID)
+		}
+		ne := entry{k: len(arena), v: len(arena) + len(k)}
+		arena = append(append(arena, k...), row...)
+		ne.end = len(arena)
+		it.ents[i] = ne
+	}
+	it.arena = arena
+	return nil
 }
 
 // decode turns an entry of the scanned space into a row.

@@ -195,8 +195,8 @@ func (s *Store) Commit(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) 
 }
 
 // apply runs one mutation; put is m.Put encoded. It keeps the indexes of
-// the key in step with its rows: N names the null row, C holds a copy of
-// the first row while that is not a delete marker.
+// the key in step with its rows: N names the null row, C holds the
+// attributes of the first row while that is not a delete marker.
 func apply(tx Txn, bid uint64, m meta.Mutation, put []byte) error {
 	headRow, head, err := first(tx, bid, m.Key)
 	if err != nil {
@@ -267,7 +267,7 @@ func apply(tx Txn, bid uint64, m meta.Mutation, put []byte) error {
 	// cannot both commit on a stale view of the head.
 	ck := keyKey(spaceLive, bid, m.Key)
 	if nextV != nil && !nextV.DeleteMarker {
-		return tx.Set(ck, next)
+		return tx.Set(ck, meta.VersionAttrs(next))
 	}
 	return tx.Delete(ck)
 }

@@ -65,8 +65,10 @@ func (c *clock) id() meta.VersionID {
 	return meta.NewVersionID(c.t)
 }
 
+// row returns a new row of key whose manifest, as a small object's, is
+// most of it.
 func (c *clock) row(key string) *meta.Version {
-	return &meta.Version{Key: key, ID: c.id(), Size: 1, ETag: "e"}
+	return &meta.Version{Key: key, ID: c.id(), Size: 1, ETag: "e", Manifest: bytes.Repeat([]byte{'m'}, 100)}
 }
 
 func collect(t testing.TB, it meta.Iter) []*meta.Version {

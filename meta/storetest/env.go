@@ -89,7 +89,10 @@ func (e *env) setVersioning(v meta.Versioning) {
 // row builds a new row of key with contents no other row has.
 func (e *env) row(key string) *meta.Version {
 	e.n++
-	return &meta.Version{Key: key, ID: meta.NewVersionID(e.tick()), Size: int64(e.n), ETag: fmt.Sprintf("%032x", e.n)}
+	// The manifest makes most of the row, as a small object's inline bytes
+	// do: a backend that indexes attributes only must still return it.
+	return &meta.Version{Key: key, ID: meta.NewVersionID(e.tick()), Size: int64(e.n), ETag: fmt.Sprintf("%032x", e.n),
+		Manifest: []byte(strings.Repeat(fmt.Sprint(e.n), 20))}
 }
 
 // put writes a new row of key as PUT does.
