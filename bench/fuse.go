@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -66,7 +67,13 @@ type fuseTree struct {
 	// names, attributes and pages) by mounting it again; nil for the
 	// disk, which has no such cache of its own.
 	forget func()
-	close  func()
+	// cpu is the CPU time the tree's FUSE server has used so far; nil for
+	// the disk. Wall-clock ratios of two servers swing by tens of percent
+	// from run to run on a shared 2-core VM; their CPU per operation
+	// swings far less, and shows work that runs beside the requests
+	// (stratafs's journal commits).
+	cpu   func() time.Duration
+	close func()
 }
 
 // fuseFigures prints the FUSE figures; scratch is on the disk measured.
@@ -93,24 +100,47 @@ func fuseFigures(w *tabwriter.Writer, scratch string) {
 		}
 	}
 	// every runs a workload's rounds on every tree, prints each tree's
-	// best round, stratafs's ratio to base (the loopback or the served
-	// one) with the target, and its ratio to the other loopback beside
-	// it. run gets the round's number.
+	// best round and its server's CPU per unit of work in that round
+	// (unit is a rate: "files/s" is per file), stratafs's ratio to base
+	// (the loopback or the served one) with the target, and its ratio to
+	// the other loopback beside it. run gets the round's number.
 	const loopback, served = 1, 3
 	every := func(base, rounds int, fig, unit, target string, run func(t *fuseTree, round int) float64) {
 		n := len(trees)
 		best := make([]float64, n)
+		cpu := make([]float64, n) // µs per unit of the best round
 		for r := range rounds {
 			for k := range n {
 				i := (k + r) % n
+				t := trees[i]
 				// What the previous run left dirty is written back now,
 				// not during this one.
 				syscall.Sync()
-				best[i] = max(best[i], run(trees[i], r))
+				var c0 time.Duration
+				if t.cpu != nil {
+					c0 = t.cpu()
+				}
+				start := time.Now()
+				if f := run(t, r); f > best[i] {
+					best[i] = f
+					if t.cpu != nil {
+						cpu[i] = float64((t.cpu() - c0).Microseconds()) / (f * time.Since(start).Seconds())
+					}
+				}
 			}
+		}
+		// "files/s" is per file, "entries/s" per entry, "MiB/s" per MiB.
+		per := strings.TrimSuffix(unit, "/s")
+		if p, ok := strings.CutSuffix(per, "ies"); ok {
+			per = p + "y"
+		} else if per != "MiB" {
+			per = strings.TrimSuffix(per, "s")
 		}
 		for i, t := range trees {
 			fmt.Fprintf(w, "fuse:%s\t%s\t%.0f\t%s\t\n", t.name, fig, best[i], unit)
+			if t.cpu != nil {
+				fmt.Fprintf(w, "fuse:%s\t%s: server CPU\t%.1f\tµs/%s\t\n", t.name, fig, cpu[i], per)
+			}
 		}
 		ratio := func(i int, label string) {
 			fmt.Fprintf(w, "fuse\t%s: stratafs ÷ %s\t%.2f\t×\t\n", fig, label, best[0]/best[i])
@@ -230,7 +260,7 @@ const forgetCommand = "forget"
 // in a process of its own (see child).
 func childTree(kind, scratch string) *fuseTree {
 	c := startChild(kind, scratch)
-	return &fuseTree{name: kind, dir: c.hello, forget: func() { c.ask(forgetCommand) }, close: c.stop}
+	return &fuseTree{name: kind, dir: c.hello, forget: func() { c.ask(forgetCommand) }, cpu: c.cpu, close: c.stop}
 }
 
 // serveFUSE is the process of a FUSE tree: its first line is the mount
