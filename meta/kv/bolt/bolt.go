@@ -25,10 +25,22 @@ var records = []byte("stratafs")
 // the file before giving up.
 const lockTimeout = time.Second
 
+// options are those of every Open. By default bbolt writes its whole
+// list of free pages at every commit, and the list grows with the file's
+// churn: with NoFreelistSync a commit writes only the pages it changed,
+// and Open rebuilds the list by walking the tree instead (as etcd does;
+// the hashmap list is the one that stays fast when it is long). Creating
+// 10,000 4 KiB files and renaming them through the mount took 216 µs of
+// the server's CPU per rename with the synced list and 172–180 without,
+// and ran at 3,606–3,644 against 4,339–4,567 renames/s. Opening a 135 MB
+// file then took 0.06 s. A file written either way opens either way.
+var options = bbolt.Options{Timeout: lockTimeout, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}
+
 // Open opens the meta store in the file at path, creating it (mode 0600)
 // if needed.
 func Open(path string) (meta.Store, error) {
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockTimeout})
+	o := options
+	db, err := bbolt.Open(path, 0o600, &o)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("meta store at %s is in use by another process", path)
 	}
