@@ -32,8 +32,9 @@ const lockTimeout = time.Second
 // the hashmap list is the one that stays fast when it is long). Creating
 // 10,000 4 KiB files and renaming them through the mount took 216 µs of
 // the server's CPU per rename with the synced list and 172–180 without,
-// and ran at 3,606–3,644 against 4,339–4,567 renames/s. Opening a 135 MB
-// file then took 0.06 s. A file written either way opens either way.
+// and ran at 3,606–3,644 against 4,339–4,567 renames/s. Close stores the
+// list, so only an Open after a crash rebuilds it. A file written either
+// way opens either way.
 var options = bbolt.Options{Timeout: lockTimeout, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}
 
 // Open opens the meta store in the file at path, creating it (mode 0600)
@@ -177,7 +178,18 @@ func (e *engine) View(ctx context.Context, fn func(kv.Txn) error) error {
 	return e.db.View(func(tx *bbolt.Tx) error { return fn(txn{tx.Bucket(records)}) })
 }
 
-func (e *engine) Close() error { return e.db.Close() }
+// Close stores the free-page list before it closes the file: commits do
+// not write it (see options), and without it the next Open reads the whole
+// file to rebuild it, 7.4 s for a 270 MB file not in the page cache
+// against 0.05 s with it. Only a crash leaves an Open that work.
+func (e *engine) Close() error {
+	err := e.db.Update(func(*bbolt.Tx) error {
+		// Read by this commit only: the writer lock is held.
+		e.db.NoFreelistSync = false
+		return nil
+	})
+	return errors.Join(err, e.db.Close())
+}
 
 type txn struct{ b *bbolt.Bucket }
 

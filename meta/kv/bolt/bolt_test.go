@@ -2,7 +2,9 @@ package bolt_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -51,6 +53,9 @@ func TestReopen(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if !storedFreelist(t, path) {
+		t.Fatal("Close left no free-page list: the next Open must read the whole file")
+	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("file mode %v, %v; want 0600", fi.Mode(), err)
 	}
@@ -91,6 +96,32 @@ func TestReopen(t *testing.T) {
 	if err != nil || got.ID != v.ID || got.Size != v.Size {
 		t.Fatalf("latest after reopen = %+v, %v; want %+v", got, err, v)
 	}
+}
+
+// storedFreelist reports whether the current meta page of the bbolt file
+// at path names a stored free-page list. In bbolt's format the meta of
+// pages 0 and 1 starts at byte 16 of each (magic, version, page size,
+// flags, root bucket, then the list's page id and the txid); the page
+// with the higher txid is current; no list is a page id of all ones.
+func storedFreelist(t *testing.T, path string) bool {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := func(i int) []byte {
+		ps := int(binary.LittleEndian.Uint32(b[16+8:]))
+		m := b[i*ps+16:]
+		if binary.LittleEndian.Uint32(m) != 0xed0cdaed {
+			t.Fatalf("meta page %d of %s has no bbolt magic", i, path)
+		}
+		return m
+	}
+	cur := meta(0)
+	if m := meta(1); binary.LittleEndian.Uint64(m[48:]) > binary.LittleEndian.Uint64(cur[48:]) {
+		cur = m
+	}
+	return binary.LittleEndian.Uint64(cur[32:]) != math.MaxUint64
 }
 
 func TestInUse(t *testing.T) {
