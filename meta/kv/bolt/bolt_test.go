@@ -2,9 +2,7 @@ package bolt_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -49,6 +47,9 @@ func TestReopen(t *testing.T) {
 	v := &meta.Version{Key: "cat.jpg", ID: meta.NewVersionID(time.Now()), Size: 3, Manifest: []byte{1}}
 	if err := s.Commit(ctx, b, meta.PutMutation(b, v)); err != nil {
 		t.Fatal(err)
+	}
+	if storedFreelist(t, path) {
+		t.Fatal("a commit wrote the free-page list")
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -98,30 +99,15 @@ func TestReopen(t *testing.T) {
 	}
 }
 
-// storedFreelist reports whether the current meta page of the bbolt file
-// at path names a stored free-page list. In bbolt's format the meta of
-// pages 0 and 1 starts at byte 16 of each (magic, version, page size,
-// flags, root bucket, then the list's page id and the txid); the page
-// with the higher txid is current; no list is a page id of all ones.
+// storedFreelist reports whether the bbolt file at path names a stored
+// free-page list.
 func storedFreelist(t *testing.T, path string) bool {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	ok, err := bolt.FreelistStored(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := func(i int) []byte {
-		ps := int(binary.LittleEndian.Uint32(b[16+8:]))
-		m := b[i*ps+16:]
-		if binary.LittleEndian.Uint32(m) != 0xed0cdaed {
-			t.Fatalf("meta page %d of %s has no bbolt magic", i, path)
-		}
-		return m
-	}
-	cur := meta(0)
-	if m := meta(1); binary.LittleEndian.Uint64(m[48:]) > binary.LittleEndian.Uint64(cur[48:]) {
-		cur = m
-	}
-	return binary.LittleEndian.Uint64(cur[32:]) != math.MaxUint64
+	return ok
 }
 
 func TestInUse(t *testing.T) {
