@@ -461,8 +461,9 @@ func (r lockedReader) ReadAt(p []byte, off int64) (int, error) {
 //   - otherwise: object.Edit rewrites only the chunks the dirty ranges
 //     touch and shares the rest with the base.
 //
-// Every version has an opaque ETag (object.PutOptions.CRC32C). A Put
-// keeps the CRC-32C of the file's bytes as its checksum.
+// A version whose bytes were written here has an opaque ETag, and a Put
+// keeps the CRC-32C of the file's bytes as its checksum (see
+// object.PutOptions.CRC32C); one of new attributes only keeps its base's.
 //
 // Edits are last-writer-wins against changes made meanwhile by others:
 // the version committed is the base with this draft's changes applied.
