@@ -117,7 +117,7 @@ func listKeys(it Iter, o ListOptions) (*ListResult, error) {
 		})
 	if o.Attrs {
 		for _, v := range res.Objects {
-			v.Manifest, v.NoManifest = nil, true
+			v.DropManifest()
 		}
 	}
 	return res, err

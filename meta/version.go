@@ -38,6 +38,11 @@ type Version struct {
 	NoManifest bool
 }
 
+// DropManifest makes v a row of attributes only (NoManifest): what a
+// scan with ScanOptions.Attrs yields, whatever part of the manifest the
+// backend read.
+func (v *Version) DropManifest() { v.Manifest, v.NoManifest = nil, true }
+
 // Content holds the standard content headers S3 stores with an object.
 type Content struct {
 	Type         string

@@ -61,13 +61,10 @@ func (s *Service) stat(ctx context.Context, bucket, key string, live bool) (Node
 	}
 	it := s.meta.Scan(ctx, b, meta.ScanOptions{Prefix: key, Live: live, Attrs: true})
 	defer it.Close()
-	attrs := func(v *meta.Version) *meta.Version {
-		v.Manifest, v.NoManifest = nil, true
-		return v
-	}
 	var n Node
 	if it.Next() && it.Version().Key == key {
-		n.File = attrs(it.Version())
+		n.File = it.Version()
+		n.File.DropManifest()
 	}
 	// key+"/" sorts before every other key under it, so the first row
 	// under it is the marker when there is one.
@@ -77,7 +74,8 @@ func (s *Service) stat(ctx context.Context, bucket, key string, live bool) (Node
 		v := it.Version()
 		n.Dir = strings.HasPrefix(v.Key, dir)
 		if v.Key == dir {
-			n.Marker = attrs(v)
+			v.DropManifest()
+			n.Marker = v
 		}
 	}
 	if err := it.Err(); err != nil {
