@@ -115,11 +115,8 @@ func MarshalVersion(v *Version) ([]byte, error) {
 		// Its bytes are not known here: stored, the row would have none.
 		return nil, fmt.Errorf("marshal version %s@%s: a row listed without its manifest: %w", v.Key, v.ID, ErrInvalidArgument)
 	}
-	pb, err := versionToPB(v)
-	if err != nil {
-		return nil, fmt.Errorf("marshal version %s@%s: %w", v.Key, v.ID, err)
-	}
-	data, err := encode(pb)
+	// Room for the manifest, the key and what attributes most rows have.
+	data, err := appendVersion(make([]byte, 0, len(v.Manifest)+len(v.Key)+256), v)
 	if err != nil {
 		return nil, fmt.Errorf("marshal version %s@%s: %w", v.Key, v.ID, err)
 	}
@@ -128,11 +125,7 @@ func MarshalVersion(v *Version) ([]byte, error) {
 
 // UnmarshalVersion decodes and validates a stored row.
 func UnmarshalVersion(data []byte) (*Version, error) {
-	var pb metapb.Version
-	if err := proto.Unmarshal(data, &pb); err != nil {
-		return nil, corrupt("version", err)
-	}
-	v, err := versionFromPB(&pb)
+	v, err := decodeVersion(data)
 	if err != nil {
 		return nil, corrupt("version", err)
 	}
@@ -154,7 +147,7 @@ func VersionAttrs(row []byte) []byte {
 		if n < 0 {
 			return row
 		}
-		if num == manifestField {
+		if num == fieldManifest {
 			return row[:len(row)-len(b)]
 		}
 		m := protowire.ConsumeFieldValue(num, typ, b[n:])
@@ -164,107 +157,6 @@ func VersionAttrs(row []byte) []byte {
 		b = b[n+m:]
 	}
 	return row
-}
-
-// manifestField is the number of metapb.Version's manifest.
-var manifestField = (&metapb.Version{}).ProtoReflect().Descriptor().Fields().ByName("manifest").Number()
-
-// versionToPB converts a row, or an upload's template, to its stored form.
-func versionToPB(v *Version) (*metapb.Version, error) {
-	pb := &metapb.Version{
-		Key:          v.Key,
-		Id:           v.ID[:],
-		Null:         v.Null,
-		DeleteMarker: v.DeleteMarker,
-		Size:         v.Size,
-		Etag:         v.ETag,
-		StorageClass: v.StorageClass,
-		Checksums:    v.Checksums,
-		Owner:        v.Owner,
-		Manifest:     v.Manifest,
-	}
-	if v.Content != (Content{}) {
-		c := v.Content
-		pb.Content = &metapb.Content{
-			Type:         []byte(c.Type),
-			Encoding:     []byte(c.Encoding),
-			Disposition:  []byte(c.Disposition),
-			Language:     []byte(c.Language),
-			CacheControl: []byte(c.CacheControl),
-			Expires:      []byte(c.Expires),
-		}
-	}
-	if len(v.UserMeta) > 0 {
-		pb.UserMeta = make(map[string][]byte, len(v.UserMeta))
-		for k, val := range v.UserMeta {
-			pb.UserMeta[k] = []byte(val)
-		}
-	}
-	if p := v.POSIX; p != nil {
-		mtime, err := unixNanos(p.Mtime)
-		if err != nil {
-			return nil, fmt.Errorf("mtime: %w", err)
-		}
-		pb.Posix = &metapb.Posix{
-			Mode:           p.Mode,
-			Uid:            p.UID,
-			Gid:            p.GID,
-			MtimeUnixNanos: mtime,
-			Symlink:        []byte(p.Symlink),
-		}
-	}
-	return pb, nil
-}
-
-// versionFromPB is the inverse of versionToPB; the caller validates.
-func versionFromPB(pb *metapb.Version) (*Version, error) {
-	if len(pb.Id) != len(VersionID{}) {
-		return nil, fmt.Errorf("row of %q: id of %d bytes", pb.Key, len(pb.Id))
-	}
-	v := &Version{
-		Key:          pb.Key,
-		ID:           VersionID(pb.Id),
-		Null:         pb.Null,
-		DeleteMarker: pb.DeleteMarker,
-		Size:         pb.Size,
-		ETag:         pb.Etag,
-		StorageClass: pb.StorageClass,
-		Owner:        pb.Owner,
-	}
-	// An explicitly empty field decodes as empty, not nil, and so does a
-	// map field of the wrong wire type: keep nil, as it will be reread.
-	if len(pb.Manifest) > 0 {
-		v.Manifest = pb.Manifest
-	}
-	if len(pb.Checksums) > 0 {
-		v.Checksums = pb.Checksums
-	}
-	if c := pb.Content; c != nil {
-		v.Content = Content{
-			Type:         string(c.Type),
-			Encoding:     string(c.Encoding),
-			Disposition:  string(c.Disposition),
-			Language:     string(c.Language),
-			CacheControl: string(c.CacheControl),
-			Expires:      string(c.Expires),
-		}
-	}
-	if len(pb.UserMeta) > 0 {
-		v.UserMeta = make(map[string]string, len(pb.UserMeta))
-		for k, val := range pb.UserMeta {
-			v.UserMeta[k] = string(val)
-		}
-	}
-	if p := pb.Posix; p != nil {
-		v.POSIX = &POSIX{
-			Mode:    p.Mode,
-			UID:     p.Uid,
-			GID:     p.Gid,
-			Mtime:   fromUnixNanos(p.MtimeUnixNanos),
-			Symlink: string(p.Symlink),
-		}
-	}
-	return v, nil
 }
 
 // checkVersion holds the rules both directions enforce on a row.
@@ -314,7 +206,7 @@ func MarshalUpload(u *Upload) ([]byte, error) {
 		pb.Version = u.Version[:]
 	}
 	if u.Template != nil {
-		if pb.Template, err = versionToPB(u.Template); err != nil {
+		if pb.Template, err = templateToPB(u.Template); err != nil {
 			return nil, fmt.Errorf("marshal upload %s of %q: template: %w", u.ID, u.Key, err)
 		}
 	}
@@ -348,7 +240,7 @@ func UnmarshalUpload(data []byte) (*Upload, error) {
 		return nil, corrupt("upload", fmt.Errorf("version id of %d bytes", len(pb.Version)))
 	}
 	if pb.Template != nil {
-		t, err := versionFromPB(pb.Template)
+		t, err := templateFromPB(pb.Template)
 		if err != nil {
 			return nil, corrupt("upload template", err)
 		}
@@ -358,6 +250,30 @@ func UnmarshalUpload(data []byte) (*Upload, error) {
 		return nil, corrupt("upload", err)
 	}
 	return u, nil
+}
+
+// templateToPB converts an upload's template, which is encoded as a row
+// is, to the message the upload's encoding embeds. Uploads are few: the
+// round trip through bytes keeps one mapping of rows to the wire.
+func templateToPB(t *Version) (*metapb.Version, error) {
+	data, err := appendVersion(nil, t)
+	if err != nil {
+		return nil, err
+	}
+	pb := new(metapb.Version)
+	if err := proto.Unmarshal(data, pb); err != nil {
+		return nil, err
+	}
+	return pb, nil
+}
+
+// templateFromPB is the inverse of templateToPB; the caller validates.
+func templateFromPB(pb *metapb.Version) (*Version, error) {
+	data, err := proto.Marshal(pb)
+	if err != nil {
+		return nil, err
+	}
+	return decodeVersion(data)
 }
 
 // checkUpload holds the rules both directions enforce; state is u's state

@@ -1,13 +1,16 @@
 package meta
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"reflect"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/stratafs/stratafs/meta/metapb"
 )
@@ -386,4 +389,148 @@ func FuzzUnmarshalPart(f *testing.F) {
 
 func FuzzUnmarshalAccessKey(f *testing.F) {
 	fuzzDecoder(f, MarshalAccessKey, UnmarshalAccessKey, fullAccessKey())
+}
+
+// fullVersionPB is v, a fullVersion, as protobuf's own types hold it.
+func fullVersionPB(v *Version) *metapb.Version {
+	mtime := int64(0)
+	return &metapb.Version{
+		Key: v.Key, Id: v.ID[:], Null: true, Size: 1 << 40, Etag: v.ETag,
+		Content: &metapb.Content{
+			Type: []byte("text/plain"), Encoding: []byte("gzip"), Disposition: []byte("attachment; filename=\"na\xefve\""),
+			Language: []byte("fr"), CacheControl: []byte("no-cache"), Expires: []byte("Wed, 21 Oct 2015 07:28:00 GMT"),
+		},
+		UserMeta:     map[string][]byte{"color": []byte("blue"), "raw": []byte("\xff\xfe")},
+		Posix:        &metapb.Posix{Mode: 0o100644, Uid: 1000, Gid: 100, MtimeUnixNanos: &mtime, Symlink: []byte("../t\xffarget")},
+		StorageClass: "STANDARD_IA",
+		Checksums:    v.Checksums,
+		Owner:        "AKIAEXAMPLE",
+		Manifest:     v.Manifest,
+	}
+}
+
+// The hand-written row codec is protobuf's encoding of metapb.Version:
+// its bytes are what the protobuf runtime writes, and it reads what the
+// runtime writes.
+func TestVersionIsProtobuf(t *testing.T) {
+	full := fullVersion()
+	want, err := proto.MarshalOptions{Deterministic: true}.Marshal(fullVersionPB(full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := MarshalVersion(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("encoding:\n got %x\nwant %x", got, want)
+	}
+	v, err := UnmarshalVersion(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(v, full) {
+		t.Errorf("decoded:\n got %+v\nwant %+v", v, full)
+	}
+
+	fields := (&metapb.Version{}).ProtoReflect().Descriptor().Fields()
+	for name, n := range map[protoreflect.Name]protowire.Number{
+		"key": fieldKey, "id": fieldID, "null": fieldNull, "delete_marker": fieldDeleteMarker, "size": fieldSize,
+		"etag": fieldETag, "content": fieldContent, "user_meta": fieldUserMeta, "posix": fieldPOSIX,
+		"storage_class": fieldStorageClass, "checksums": fieldChecksums, "owner": fieldOwner, "manifest": fieldManifest,
+	} {
+		if f := fields.ByName(name); f == nil || f.Number() != n {
+			t.Errorf("field %s is number %d here, %v in meta.proto", name, n, f)
+		}
+	}
+	posix := (&metapb.Posix{}).ProtoReflect().Descriptor().Fields()
+	for name, n := range map[protoreflect.Name]protowire.Number{
+		"mode": fieldPOSIXMode, "uid": fieldPOSIXUID, "gid": fieldPOSIXGID, "mtime_unix_nanos": fieldPOSIXMtime, "symlink": fieldPOSIXSymlink,
+	} {
+		if f := posix.ByName(name); f == nil || f.Number() != n {
+			t.Errorf("posix field %s is number %d here, %v in meta.proto", name, n, f)
+		}
+	}
+}
+
+// Encodings protobuf accepts that no encoder of ours writes decode as
+// protobuf decodes them: repeated scalars (the last wins), repeated
+// messages (merged), fields out of order, unknown fields and known ones
+// of another wire type (skipped).
+func TestUnmarshalVersionLikeProtobuf(t *testing.T) {
+	row, err := MarshalVersion(fullVersion())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := func(n protowire.Number, typ protowire.Type) []byte { return protowire.AppendTag(nil, n, typ) }
+	str := func(n protowire.Number, s string) []byte {
+		return protowire.AppendString(tag(n, protowire.BytesType), s)
+	}
+	num := func(n protowire.Number, x uint64) []byte {
+		return protowire.AppendVarint(tag(n, protowire.VarintType), x)
+	}
+	join := func(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
+	for name, data := range map[string][]byte{
+		"repeated key":        join(str(fieldKey, "old"), row),
+		"posix merged":        join(row, str(fieldPOSIX, string(num(fieldPOSIXUID, 7)))),
+		"content merged":      join(row, str(fieldContent, string(str(2, "br")))),
+		"unknown fields":      join(num(99, 5), row, str(100, "x"), protowire.AppendFixed32(tag(101, protowire.Fixed32Type), 1)),
+		"wrong wire types":    join(row, num(fieldChecksums, 1), num(fieldKey, 3), str(fieldSize, "x")),
+		"fields out of order": join(num(fieldSize, 9), str(fieldManifest, "m"), str(fieldOwner, "o"), row),
+		"negative size":       join(row, num(fieldSize, math.MaxUint64)),
+		"map entry no value":  join(row, str(fieldUserMeta, string(str(fieldEntryKey, "empty")))),
+		"empty manifest last": join(row, str(fieldManifest, "")),
+	} {
+		var pb metapb.Version
+		if err := proto.Unmarshal(data, &pb); err != nil {
+			t.Fatalf("%s: protobuf refuses it: %v", name, err)
+		}
+		canon, err := proto.Marshal(&pb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, gerr := decodeVersion(data)
+		want, werr := decodeVersion(canon)
+		if gerr != nil || werr != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n got %+v (%v)\nwant %+v (%v)", name, got, gerr, want, werr)
+		}
+	}
+}
+
+// FuzzVersionLikeProtobuf checks the row decoder against protobuf's on
+// arbitrary bytes: each refuses what the other does (a row must also
+// have an id of 16 bytes), and what they accept decodes to the row that
+// protobuf's own re-encoding of it decodes to.
+func FuzzVersionLikeProtobuf(f *testing.F) {
+	for _, v := range []*Version{fullVersion(), {Key: "k", ID: NewVersionID(time.Now()), DeleteMarker: true}} {
+		data, err := MarshalVersion(v)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var pb metapb.Version
+		perr := proto.Unmarshal(data, &pb)
+		v, err := decodeVersion(data)
+		switch {
+		case perr == nil && len(pb.Id) != len(VersionID{}):
+			if err == nil {
+				t.Fatalf("a row with an id of %d bytes decoded", len(pb.Id))
+			}
+			return
+		case (perr == nil) != (err == nil):
+			t.Fatalf("protobuf says %v, the row decoder %v", perr, err)
+		case perr != nil:
+			return
+		}
+		canon, err := proto.Marshal(&pb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := decodeVersion(canon)
+		if err != nil || !reflect.DeepEqual(v, w) {
+			t.Fatalf("decoded:\n got %+v\nwant %+v (%v)", v, w, err)
+		}
+	})
 }
