@@ -233,11 +233,12 @@ func (s *Store) plan(ctx context.Context, b meta.Bucket, mu *mutation, st *keySt
 			return nil, err
 		}
 	}
-	var head *meta.Version
+	var head *meta.Version // for Check: its attributes only
 	if len(st.rows) > 0 {
-		if head, err = unmarshalRow(st.rows[0].data, mu.Key, st.rows[0].id); err != nil {
+		if head, err = unmarshalRow(meta.VersionAttrs(st.rows[0].data), mu.Key, st.rows[0].id); err != nil {
 			return nil, err
 		}
+		head.DropManifest()
 	}
 	exists, err := s.exist(ctx, b, mu, st)
 	if err != nil {

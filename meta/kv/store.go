@@ -299,12 +299,14 @@ func putRow(tx Txn, bid uint64, p *meta.Version, data []byte, head *meta.Version
 	return tx.Set(keyKey(spaceNull, bid, p.Key), id[:])
 }
 
-// first returns the first row of key, encoded and decoded, or nils.
+// first returns the attributes of the first row of key, encoded and
+// decoded (NoManifest), or nils: a mutation needs no more of its key's
+// head, and a small file's row is mostly its inline bytes.
 func first(tx Txn, bid uint64, key string) ([]byte, *meta.Version, error) {
 	start := keyKey(spaceVersion, bid, key)
 	var row []byte
 	if err := tx.Scan(start, successor(start), func(_, v []byte) bool {
-		row = bytes.Clone(v)
+		row = bytes.Clone(meta.VersionAttrs(v))
 		return false
 	}); err != nil || row == nil {
 		return nil, nil, err
@@ -313,6 +315,7 @@ func first(tx Txn, bid uint64, key string) ([]byte, *meta.Version, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	v.DropManifest()
 	return row, v, nil
 }
 

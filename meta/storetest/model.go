@@ -54,6 +54,17 @@ func (m *model) head(key string) *meta.Version {
 	return nil
 }
 
+// attrsOnly returns a copy of v without its manifest, as Check sees a
+// head; nil for nil.
+func attrsOnly(v *meta.Version) *meta.Version {
+	if v == nil {
+		return nil
+	}
+	c := *v
+	c.DropManifest()
+	return &c
+}
+
 // null returns the null row of key, or nil.
 func (m *model) null(key string) *meta.Version {
 	for _, v := range m.key(key) {
@@ -85,7 +96,7 @@ func (m *model) apply(mu meta.Mutation) error {
 		}
 	}
 	if mu.Check != nil {
-		if err := mu.Check(m.head(mu.Key)); err != nil {
+		if err := mu.Check(attrsOnly(m.head(mu.Key))); err != nil {
 			return err
 		}
 	}
