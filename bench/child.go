@@ -8,8 +8,9 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/stratafs/stratafs/internal/cputime"
 )
 
 // The servers the figures measure run in processes of their own (this
@@ -65,7 +66,7 @@ func serveLines(hello string, handlers map[string]func() string) {
 	for in.Scan() {
 		switch h := handlers[in.Text()]; {
 		case in.Text() == cpuCommand:
-			fmt.Println(cpuTime().Microseconds())
+			fmt.Println(cputime.Used().Microseconds())
 		case h != nil:
 			fmt.Println(h())
 		default:
@@ -73,13 +74,6 @@ func serveLines(hello string, handlers map[string]func() string) {
 		}
 	}
 	check(in.Err())
-}
-
-// cpuTime is the CPU time this process has used, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	check(syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // A child is a server process, seen from the bench.

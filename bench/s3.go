@@ -22,6 +22,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/stratafs/stratafs/data/local"
+	"github.com/stratafs/stratafs/internal/cputime"
 	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/meta/kv/bolt"
 	"github.com/stratafs/stratafs/object"
@@ -144,9 +145,9 @@ func s3Figures(w *tabwriter.Writer, scratch string) {
 			// measure runs a request to the server process and prints its
 			// rate, then the CPU time the server and the clients spent on it.
 			measure := func(side, op string, do func(i int)) float64 {
-				server, client := srv.cpu(), cpuTime()
+				server, client := srv.cpu(), cputime.Used()
 				v := row(side, op, rate(n, clients, do))
-				server, client = srv.cpu()-server, cpuTime()-client
+				server, client = srv.cpu()-server, cputime.Used()-client
 				done := float64(n / clients * clients)
 				for _, s := range []struct {
 					name string
@@ -213,9 +214,9 @@ func s3Figures(w *tabwriter.Writer, scratch string) {
 	// metaRate measures op like rate, and prints it with the CPU time
 	// this process spent per operation.
 	metaRate := func(fig, unit string, op func(i int)) float64 {
-		cpu := cpuTime()
+		cpu := cputime.Used()
 		r := rate(smallN, 16, op)
-		cpu = cpuTime() - cpu
+		cpu = cputime.Used() - cpu
 		fmt.Fprintf(w, "bolt\t%s\t%.0f\t%s\t\n", fig, r, unit)
 		fmt.Fprintf(w, "bolt\t%s: CPU\t%.0f\tµs/op\t\n", fig, float64(cpu.Microseconds())/float64(smallN))
 		return r

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/stratafs/stratafs/data/local"
 	"github.com/stratafs/stratafs/fs"
+	"github.com/stratafs/stratafs/internal/cputime"
 	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/meta/kv/bolt"
 	"github.com/stratafs/stratafs/object"
@@ -100,27 +100,9 @@ func create(b *testing.B, dir string, n int) {
 	}
 }
 
-// cpuPerOp reports the CPU time the process (the caller and the FUSE
-// server, user and system) spent per operation from now until the
-// benchmark ends: a figure the load of a shared machine disturbs less
-// than the time per operation.
-func cpuPerOp(b *testing.B) {
-	before := cpuTime()
-	b.ResetTimer()
-	b.Cleanup(func() {
-		b.ReportMetric(float64((cpuTime()-before).Nanoseconds())/float64(b.N), "cpu-ns/op")
-	})
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func BenchmarkMountCreate(b *testing.B) {
 	dir, _ := benchMount(b)
-	cpuPerOp(b)
+	cputime.PerOp(b)
 	create(b, dir, b.N)
 }
 
@@ -128,7 +110,7 @@ func BenchmarkMountStat(b *testing.B) {
 	dir, remount := benchMount(b)
 	create(b, dir, b.N)
 	remount()
-	cpuPerOp(b)
+	cputime.PerOp(b)
 	for i := range b.N {
 		if _, err := os.Lstat(benchName(dir, i)); err != nil {
 			b.Fatal(err)
@@ -139,7 +121,7 @@ func BenchmarkMountStat(b *testing.B) {
 func BenchmarkMountRename(b *testing.B) {
 	dir, _ := benchMount(b)
 	create(b, dir, b.N)
-	cpuPerOp(b)
+	cputime.PerOp(b)
 	for i := range b.N {
 		if err := os.Rename(benchName(dir, i), renamed(dir, i)); err != nil {
 			b.Fatal(err)
