@@ -287,7 +287,7 @@ func (n *dirNode) fileChild(ctx context.Context, name string, v *meta.Version, o
 		}
 	}
 	n.fsys.fileAttr(v, &out.Attr)
-	return n.NewInode(ctx, &fileNode{node: node{fsys: n.fsys}, v: v}, fusefs.StableAttr{Mode: mode})
+	return n.NewInode(ctx, &fileNode{node: node{fsys: n.fsys}, v: light(v)}, fusefs.StableAttr{Mode: mode})
 }
 
 // dirChild returns the inode of the subdirectory name.

@@ -40,7 +40,8 @@ type fileNode struct {
 
 	mu sync.Mutex
 	// v is the version shown: the latest committed or queued by this
-	// mount; nil until a new file's first commit.
+	// mount, its attributes only (light); nil until a new file's first
+	// commit.
 	v *meta.Version
 	// draft is shared by the handles open while the file is written; nil
 	// when there are none.
@@ -149,7 +150,7 @@ func (n *fileNode) refreshLocked(ctx context.Context) {
 	v, err := n.fsys.svc.Head(ctx, n.fsys.bucket, key, "")
 	switch {
 	case err == nil:
-		n.v = v
+		n.v = light(v)
 	case meta.IsNotFound(err), errors.Is(err, meta.ErrNoSuchBucket):
 		n.v = nil
 	default:
@@ -298,7 +299,6 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 		if err != nil {
 			return nil, 0, n.fsys.errno("open", err)
 		}
-		n.v = v
 		r, err := n.fsys.svc.ReaderAt(ctx, v)
 		if err != nil {
 			return nil, 0, n.fsys.errno("open", err)
@@ -368,7 +368,7 @@ func (n *fileNode) commitLocked(ctx context.Context, d *draft) syscall.Errno {
 		n.last = c
 	}
 	if v != nil {
-		n.v, n.cached = v, v.ID
+		n.v, n.cached = light(v), v.ID
 		if len(n.reading) > 0 { // of older versions
 			n.cached = meta.VersionID{}
 		}
@@ -485,7 +485,7 @@ func (n *fileNode) showLocked(head, v *meta.Version) {
 	if n.cached == head.ID {
 		n.cached = v.ID
 	}
-	n.v = v
+	n.v = light(v)
 }
 
 // updateLocked queues a metadata-only new version of the file with fn

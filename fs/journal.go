@@ -47,7 +47,7 @@ const (
 
 // A change is one write of the mount, prepared and queued for commit.
 type change struct {
-	p    *object.Pending
+	p    *object.Pending // nil once the change has finished
 	keys []string
 	// failed, if set, is called on the committing goroutine when the
 	// change fails; it must not block.
@@ -228,6 +228,17 @@ func (j *journal) setHeads(c *change, amended bool) {
 	}
 }
 
+// queued returns the row with id that a change queued or in flight puts
+// at key's head, nil if none does.
+func (j *journal) queued(key string, id meta.VersionID) *meta.Version {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if v := j.heads[key].v; v != nil && v.ID == id {
+		return v
+	}
+	return nil
+}
+
 // dropHeads forgets the heads c put, once it has committed or failed:
 // the store answers for them.
 func (j *journal) dropHeads(c *change) {
@@ -402,6 +413,10 @@ func (j *journal) run() {
 		for _, c := range batch {
 			j.count(c, -1)
 			j.dropHeads(c)
+			// The inode that made the change keeps it (fileNode.last)
+			// while the kernel keeps the inode; its rows, and a small
+			// file's bytes in them, are the store's now.
+			c.p = nil
 			close(c.done)
 		}
 		j.inflight = nil
