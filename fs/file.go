@@ -492,8 +492,19 @@ func (n *fileNode) showLocked(head, v *meta.Version) {
 // applied to its attributes; a key that had no POSIX attributes gets the
 // defaults first, so that a chmod keeps the owner it showed. While the
 // file's last version waits in the journal, the change joins it instead
-// (see fsys.update).
+// (see fsys.update). A file unlinked while open has no key to write: as
+// on a local disk, only the inode changes (fchmod, futimens).
 func (n *fileNode) updateLocked(ctx context.Context, op string, fn func(*object.Attrs) error) syscall.Errno {
+	if _, ok := n.path(); !ok && n.v != nil {
+		a := n.fsys.attrsOf(n.v, false)
+		if err := fn(&a); err != nil {
+			return n.fsys.errno(op+" "+n.v.Key, err)
+		}
+		v := *n.v
+		a.Apply(&v)
+		n.v = &v
+		return 0
+	}
 	head, errno := n.headLocked(ctx, true)
 	if errno != 0 {
 		return errno

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stratafs/stratafs/backend"
 	"github.com/stratafs/stratafs/fs"
 	"github.com/stratafs/stratafs/meta"
@@ -465,5 +467,54 @@ func TestFUSEListsFilesBeingWritten(t *testing.T) {
 	// Closed, each is listed once.
 	if got := f.names("d"); !slices.Equal(slices.Sorted(slices.Values(got)), []string{"closed", "empty", "written"}) {
 		t.Errorf("after the closes d lists %q", got)
+	}
+}
+
+// TestFUSEChangeAnUnlinkedFile changes the attributes of a file open for
+// reading after its name is gone: as on a local disk the calls succeed
+// and the descriptor shows them, and nothing is written, since the file
+// has no key. Before, the mount queued a new version of the old key,
+// which failed to commit (logged, and EIO from the next fsync) and in a
+// suspended bucket, whose unlink removed the file's null version, fchmod
+// itself failed with ENOENT.
+func TestFUSEChangeAnUnlinkedFile(t *testing.T) {
+	for _, state := range []meta.Versioning{meta.Enabled, meta.Suspended} {
+		t.Run(state.String(), func(t *testing.T) {
+			f := newFUSEMount(t, fs.Options{})
+			if _, err := f.svc.SetVersioning(f.ctx, "bkt", state); err != nil {
+				t.Fatal(err)
+			}
+			f.write("u", []byte("bytes"))
+			fd, err := os.Open(f.path("u"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fd.Close()
+			if err := os.Remove(f.path("u")); err != nil {
+				t.Fatal(err)
+			}
+			before := len(f.versions("u")) // settled: the unlink is committed
+			if err := fd.Chmod(0o600); err != nil {
+				t.Errorf("fchmod: %v", err)
+			}
+			mtime := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+			ts := []unix.Timespec{unix.NsecToTimespec(mtime.UnixNano()), unix.NsecToTimespec(mtime.UnixNano())}
+			if err := unix.UtimesNanoAt(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd.Fd()), ts, 0); err != nil {
+				t.Errorf("futimens: %v", err)
+			}
+			if fi, err := fd.Stat(); err != nil || fi.Mode().Perm() != 0o600 || !fi.ModTime().Equal(mtime) {
+				t.Errorf("fstat: %v %v %v, want mode 0600, mtime %v", fi.Mode(), fi.ModTime(), err, mtime)
+			}
+			if err := fd.Sync(); err != nil {
+				t.Errorf("fsync: %v", err)
+			}
+			if b, err := io.ReadAll(fd); err != nil || string(b) != "bytes" {
+				t.Errorf("read %q, %v", b, err)
+			}
+			if n := len(f.versions("u")); n != before {
+				t.Errorf("%d versions of u after the changes, %d before", n, before)
+			}
+			f.absent("u")
+		})
 	}
 }

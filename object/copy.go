@@ -73,7 +73,7 @@ func share(src *meta.Version, key string, o CopyOptions) (*meta.Version, error) 
 		Manifest: src.Manifest,
 	}
 	if o.Replace != nil {
-		o.Replace.apply(v)
+		o.Replace.Apply(v)
 		return v, nil
 	}
 	Attrs{
@@ -83,7 +83,7 @@ func share(src *meta.Version, key string, o CopyOptions) (*meta.Version, error) 
 		StorageClass: src.StorageClass,
 		Checksums:    src.Checksums,
 		Owner:        o.Owner,
-	}.apply(v)
+	}.Apply(v)
 	return v, nil
 }
 

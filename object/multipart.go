@@ -32,7 +32,7 @@ func (s *Service) CreateUpload(ctx context.Context, bucket, key string, o Upload
 	}
 	now := s.now()
 	tmpl := &meta.Version{Key: key}
-	o.apply(tmpl)
+	o.Apply(tmpl)
 	u := &meta.Upload{Key: key, ID: meta.NewUploadID(now), Initiated: now, Template: tmpl, FullObjectChecksum: o.FullObjectChecksum}
 	if err := s.meta.CreateUpload(ctx, b, u); err != nil {
 		return nil, err

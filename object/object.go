@@ -127,7 +127,8 @@ type Attrs struct {
 	Owner        string
 }
 
-func (a Attrs) apply(v *meta.Version) {
+// Apply gives v the attributes a.
+func (a Attrs) Apply(v *meta.Version) {
 	v.Content, v.UserMeta, v.POSIX = a.Content, a.UserMeta, a.POSIX
 	v.StorageClass, v.Checksums, v.Owner = a.StorageClass, a.Checksums, a.Owner
 }
@@ -229,7 +230,7 @@ func (s *Service) putRow(ctx context.Context, b meta.Bucket, key string, m *data
 		etag = fmt.Sprintf("%x-0", md5.Sum(man))
 	}
 	v := &meta.Version{Key: key, Size: m.GetSize(), ETag: etag, Manifest: man}
-	o.apply(v)
+	o.Apply(v)
 	if o.Finish != nil {
 		if err := o.Finish(v); err != nil {
 			return nil, err

@@ -64,7 +64,7 @@ func (p *Pending) Amend(a Attrs) (*meta.Version, error) {
 		return nil, fmt.Errorf("amend a write of no version: %w", meta.ErrInvalidArgument)
 	}
 	v := *put.Put
-	a.apply(&v)
+	a.Apply(&v)
 	put.Put = &v
 	return &v, nil
 }
