@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -413,24 +414,36 @@ func fullVersionPB(v *Version) *metapb.Version {
 // its bytes are what the protobuf runtime writes, and it reads what the
 // runtime writes.
 func TestVersionIsProtobuf(t *testing.T) {
-	full := fullVersion()
-	want, err := proto.MarshalOptions{Deterministic: true}.Marshal(fullVersionPB(full))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := MarshalVersion(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("encoding:\n got %x\nwant %x", got, want)
-	}
-	v, err := UnmarshalVersion(want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(v, full) {
-		t.Errorf("decoded:\n got %+v\nwant %+v", v, full)
+	// The second has embedded messages of 2 and 3 bytes of length: a
+	// symlink target of 200 bytes, a 20,000-byte metadata value.
+	long := fullVersion()
+	long.POSIX.Symlink = strings.Repeat("t", 200)
+	long.UserMeta["big"] = strings.Repeat("v", 20000)
+	for _, full := range []*Version{fullVersion(), long} {
+		pb := fullVersionPB(full)
+		pb.Posix.Symlink = []byte(full.POSIX.Symlink)
+		pb.UserMeta["big"] = []byte(full.UserMeta["big"])
+		if full.UserMeta["big"] == "" {
+			delete(pb.UserMeta, "big")
+		}
+		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(pb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := MarshalVersion(full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("encoding:\n got %x\nwant %x", got, want)
+		}
+		v, err := UnmarshalVersion(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(v, full) {
+			t.Errorf("decoded:\n got %+v\nwant %+v", v, full)
+		}
 	}
 
 	fields := (&metapb.Version{}).ProtoReflect().Descriptor().Fields()
