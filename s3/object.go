@@ -46,18 +46,8 @@ func (h *Handler) readObject(w http.ResponseWriter, q *request, withBody bool) e
 		return errInvalidRequest.with("Cannot specify both Range header and partNumber query parameter.")
 	}
 	hdr := w.Header()
-	v, err := h.svc.Head(q.ctx, q.bucket, q.key, versionID)
+	v, err := h.headVersion(q, hdr, versionID)
 	if err != nil {
-		// A delete marker is shown by its id, whether it hides the key
-		// (404) or was asked for by version id (405).
-		if v != nil && v.DeleteMarker {
-			hdr.Set("x-amz-delete-marker", "true")
-			hdr.Set("x-amz-version-id", v.WireID())
-			if errors.Is(err, meta.ErrDeleteMarker) {
-				hdr.Set("Last-Modified", v.LastModified().Format(http.TimeFormat))
-				hdr.Set("Allow", "DELETE")
-			}
-		}
 		return err
 	}
 	switch readPreconditions(q.r.Header, "").evaluate(v) {
@@ -120,6 +110,22 @@ func (h *Handler) readObject(w http.ResponseWriter, q *request, withBody bool) e
 		return fmt.Errorf("sending %s/%s: %w: %w", q.bucket, q.key, errAborted, err)
 	}
 	return nil
+}
+
+// headVersion returns the version of q's key that a read addresses: the
+// latest, or versionID. A delete marker is shown by its id in hdr, whether
+// it hides the key (404) or was asked for by version id (405).
+func (h *Handler) headVersion(q *request, hdr http.Header, versionID string) (*meta.Version, error) {
+	v, err := h.svc.Head(q.ctx, q.bucket, q.key, versionID)
+	if err != nil && v != nil && v.DeleteMarker {
+		hdr.Set("x-amz-delete-marker", "true")
+		hdr.Set("x-amz-version-id", v.WireID())
+		if errors.Is(err, meta.ErrDeleteMarker) {
+			hdr.Set("Last-Modified", v.LastModified().Format(http.TimeFormat))
+			hdr.Set("Allow", "DELETE")
+		}
+	}
+	return v, err
 }
 
 // partRange locates part number of v: a multipart upload's part as its

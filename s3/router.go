@@ -57,6 +57,7 @@ var ops = []op{
 		"upload-id-marker", "max-uploads", "encoding-type"}, (*Handler).listUploads},
 
 	{levelObject, http.MethodGet, "", "GetObject", append([]string{"versionId", "partNumber"}, responseParams...), (*Handler).getObject},
+	{levelObject, http.MethodGet, "attributes", "GetObjectAttributes", []string{"versionId"}, (*Handler).getObjectAttributes},
 	{levelObject, http.MethodHead, "", "HeadObject", append([]string{"versionId", "partNumber"}, responseParams...), (*Handler).headObject},
 	{levelObject, http.MethodPut, "", "PutObject", nil, (*Handler).putObject},
 	{levelObject, http.MethodDelete, "", "DeleteObject", []string{"versionId"}, (*Handler).deleteObject},
