@@ -57,9 +57,10 @@ type Mutation struct {
 	Key string
 	// Check, if set, runs inside the transaction with the key's current
 	// first row, its attributes only (NoManifest; nil when the key has no
-	// rows); a non-nil error aborts the whole commit and is returned. It implements conditional writes
-	// (If-Match, If-None-Match) without a race. It may run more than once
-	// (group commits, retried transactions) and must have no side effects.
+	// rows); a non-nil error aborts the whole commit and is returned. It
+	// implements conditional writes (If-Match, If-None-Match) without a
+	// race. It may run more than once (group commits, retried
+	// transactions) and must have no side effects.
 	Check func(head *Version) error
 	// DropNull removes the key's existing null row, if any: a PUT or
 	// DELETE in an unversioned or suspended bucket replaces it.
