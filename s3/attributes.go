@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-
-	"github.com/stratafs/stratafs/data"
 )
 
 // objectAttributes are the names x-amz-object-attributes may list.
@@ -73,12 +71,12 @@ func (h *Handler) getObjectAttributes(w http.ResponseWriter, q *request) error {
 		res.Checksum = &sums
 	}
 	if want["ObjectParts"] {
-		m, err := data.DecodeManifest(v.Manifest)
+		sizes, err := partSizes(v)
 		if err != nil {
 			return err
 		}
-		if n := len(m.GetParts()); n > 0 {
-			res.ObjectParts = &objectPartsResult{PartsCount: n}
+		if len(sizes) > 0 {
+			res.ObjectParts = &objectPartsResult{PartsCount: len(sizes)}
 		}
 	}
 	if want["StorageClass"] {

@@ -133,11 +133,10 @@ func (h *Handler) headVersion(q *request, hdr http.Header, versionID string) (*m
 // object as part 1. count is the number of parts, 0 when v was not
 // uploaded in parts.
 func partRange(v *meta.Version, number int32) (off, n int64, count int, err error) {
-	m, err := data.DecodeManifest(v.Manifest)
+	sizes, err := partSizes(v)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("version %s: %w", v.WireID(), err)
+		return 0, 0, 0, err
 	}
-	sizes := m.GetParts()
 	count = len(sizes)
 	if count == 0 {
 		sizes = []int64{v.Size}
@@ -149,6 +148,16 @@ func partRange(v *meta.Version, number int32) (off, n int64, count int, err erro
 		off += s
 	}
 	return off, sizes[number-1], count, nil
+}
+
+// partSizes returns the sizes of v's parts, in order, as its manifest
+// records them; none when v was not uploaded in parts.
+func partSizes(v *meta.Version) ([]int64, error) {
+	m, err := data.DecodeManifest(v.Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("version %s: %w", v.WireID(), err)
+	}
+	return m.GetParts(), nil
 }
 
 // versionParam returns the versionId query parameter; present but empty
