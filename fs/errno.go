@@ -38,6 +38,17 @@ func (f *fsys) errno(op string, err error) syscall.Errno {
 	return syscall.EIO
 }
 
+// failedCommit is the errno of a change that could not be made durable:
+// ENOSPC or EDQUOT when a disk is full, as close(2) and fsync(2) report it
+// on NFS, else EIO. Either way the file's last committed version stands.
+func failedCommit(err error) syscall.Errno {
+	var e syscall.Errno
+	if meta.IsNoSpace(err) && errors.As(err, &e) {
+		return e
+	}
+	return syscall.EIO
+}
+
 // uninterrupted returns ctx without its cancellation, for the short
 // metadata reads: lookup, getattr, readdir, getxattr. The kernel
 // interrupts a request (FUSE_INTERRUPT) whenever its caller gets a

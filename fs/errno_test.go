@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -69,6 +70,21 @@ func TestUnavailableStoresAreEIO(t *testing.T) {
 		err := fmt.Errorf("read: %w: %w", sentinel, context.DeadlineExceeded)
 		if errno := f.errno("read", err); errno != syscall.EIO {
 			t.Errorf("errno(%v) = %v, want EIO", err, errno)
+		}
+	}
+}
+
+// TestFailedCommitErrno: a commit that failed on a full disk says so to
+// close and fsync; any other failure is EIO.
+func TestFailedCommitErrno(t *testing.T) {
+	for err, want := range map[error]syscall.Errno{
+		fmt.Errorf("put b/k: put chunk 0f: %w", &os.PathError{Op: "write", Path: "/d/tmp/1", Err: syscall.ENOSPC}): syscall.ENOSPC,
+		fmt.Errorf("put b/k: %w", &os.PathError{Op: "write", Path: "/d/meta.db", Err: syscall.EDQUOT}):             syscall.EDQUOT,
+		fmt.Errorf("put b/k: %w", syscall.EROFS):                                                                   syscall.EIO,
+		fmt.Errorf("put b/k: %w", meta.ErrUnavailable):                                                             syscall.EIO,
+	} {
+		if got := failedCommit(err); got != want {
+			t.Errorf("failedCommit(%v) = %v, want %v", err, got, want)
 		}
 	}
 }

@@ -33,8 +33,9 @@ import (
 // close returns: until it commits, the inode answers for the file (its
 // attributes, its bytes, the head a change of it starts from) and the
 // store lags behind. fsync waits for the commit. Should a queued change of
-// the file fail, the next close or fsync of the file fails with EIO, and
-// the inode shows the store's version again once nothing of it is queued.
+// the file fail, the next close or fsync of the file fails (see
+// failedCommit), and the inode shows the store's version again once
+// nothing of it is queued.
 type fileNode struct {
 	node
 
@@ -128,11 +129,11 @@ func (n *fileNode) fail(err error) {
 	n.stale.Store(true)
 }
 
-// reportFailed answers EIO, once, when a queued change of the file has
-// failed since the last report.
+// reportFailed answers the errno of a queued change of the file that has
+// failed since the last report (see failedCommit), once.
 func (n *fileNode) reportFailed() syscall.Errno {
-	if n.failed.Swap(nil) != nil {
-		return syscall.EIO
+	if err := n.failed.Swap(nil); err != nil {
+		return failedCommit(*err)
 	}
 	return 0
 }
@@ -362,7 +363,7 @@ func (n *fileNode) commitLocked(ctx context.Context, d *draft) syscall.Errno {
 	v, c, err := d.commit(ctx, key, n.last, n.fail)
 	if err != nil {
 		n.fsys.log.Error("stratafs: commit failed", "bucket", n.fsys.bucket, "key", key, "err", err)
-		return syscall.EIO
+		return failedCommit(err)
 	}
 	if c != nil {
 		n.last = c

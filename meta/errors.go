@@ -1,6 +1,9 @@
 package meta
 
-import "errors"
+import (
+	"errors"
+	"syscall"
+)
 
 // Sentinel errors of the meta contract. Backends wrap them with context;
 // front ends map them to S3 error codes and errno values at their edges.
@@ -31,3 +34,11 @@ var (
 	ErrConflict           = errors.New("transaction conflict")
 	ErrUnavailable        = errors.New("meta store unavailable")
 )
+
+// IsNoSpace reports whether err means that a disk a store writes to is
+// full or its quota reached: the local chunk store and bolt pass the
+// system's ENOSPC and EDQUOT on. Front ends answer it as such, not as an
+// internal failure, since the same request succeeds once space is freed.
+func IsNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}

@@ -66,6 +66,10 @@ var (
 	errSignatureMismatch   = &Error{"SignatureDoesNotMatch", http.StatusForbidden, "The request signature we calculated does not match the signature you provided. Check your key and signing method."}
 	errSlowDown            = &Error{"SlowDown", http.StatusServiceUnavailable, "Please reduce your request rate."}
 	errUnavailable         = &Error{"ServiceUnavailable", http.StatusServiceUnavailable, "Please reduce your request rate."}
+	// errNoSpace is not an AWS error (S3 never runs out of disk); other
+	// S3 servers answer a full disk with this status, which SDKs do not
+	// retry, and a code of this kind.
+	errNoSpace = &Error{"InsufficientStorage", http.StatusInsufficientStorage, "The server's disk is full: nothing was stored. Try again once space has been freed."}
 )
 
 // translations maps the sentinel errors of the core and of SigV4
@@ -133,6 +137,9 @@ func apiError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
+	}
+	if meta.IsNoSpace(err) {
+		return errNoSpace
 	}
 	for _, t := range translations {
 		if errors.Is(err, t.sentinel) {

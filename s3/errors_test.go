@@ -3,6 +3,8 @@ package s3
 import (
 	"fmt"
 	"io"
+	"io/fs"
+	"syscall"
 	"testing"
 
 	"github.com/stratafs/stratafs/data"
@@ -23,6 +25,8 @@ func TestAPIErrorMessages(t *testing.T) {
 		{fmt.Errorf("read chunk 0f from s3://chunks/: %w: dial tcp 10.0.0.6:9000: connection refused", data.ErrUnavailable), "ServiceUnavailable", "Please reduce your request rate.", 503},
 		{fmt.Errorf("read chunk 0f: %w: %w", data.ErrUnavailable, io.ErrUnexpectedEOF), "ServiceUnavailable", "Please reduce your request rate.", 503},
 		{fmt.Errorf("disk on fire"), "InternalError", errInternal.Message, 500},
+		{fmt.Errorf("put b/k: put chunk 0f: %w", &fs.PathError{Op: "write", Path: "/data/tmp/1", Err: syscall.ENOSPC}), "InsufficientStorage", errNoSpace.Message, 507},
+		{fmt.Errorf("put b/k: %w", &fs.PathError{Op: "write", Path: "/data/meta.db", Err: syscall.EDQUOT}), "InsufficientStorage", errNoSpace.Message, 507},
 	} {
 		e := apiError(c.err)
 		if e.Code != c.code || e.Message != c.msg || e.Status != c.wantStatus {
