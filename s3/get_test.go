@@ -68,7 +68,14 @@ func newGetFixture(t *testing.T) *getFixture {
 // signedGet returns a signed GET of url with the given headers.
 func signedGet(t testing.TB, url string, header map[string]string) *http.Request {
 	t.Helper()
-	r, err := http.NewRequest(http.MethodGet, url, nil)
+	return signed(t, http.MethodGet, url, nil, header)
+}
+
+// signed returns a signed request; its body, if any, is sent as
+// UNSIGNED-PAYLOAD.
+func signed(t testing.TB, method, url string, body io.Reader, header map[string]string) *http.Request {
+	t.Helper()
+	r, err := http.NewRequest(method, url, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +84,9 @@ func signedGet(t testing.TB, url string, header map[string]string) *http.Request
 	}
 	empty := sha256.Sum256(nil)
 	payload := hex.EncodeToString(empty[:])
+	if body != nil {
+		payload = sigv4.UnsignedPayload
+	}
 	r.Header.Set("X-Amz-Content-Sha256", payload)
 	creds := aws.Credentials{AccessKeyID: testAccessKey, SecretAccessKey: testSecretKey}
 	if err := v4.NewSigner().SignHTTP(context.Background(), creds, r, payload, "s3", "us-east-1", time.Now()); err != nil {

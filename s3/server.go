@@ -175,6 +175,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("x-amz-request-id", q.id)
 	w.Header().Set("Server", "stratafs")
 	sw := &statusWriter{ResponseWriter: w}
+	b := &body{ReadCloser: r.Body}
+	r.Body = b
 	var err error
 	if release, ok := h.all.take(); ok {
 		err = h.serve(sw, q)
@@ -183,6 +185,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = errSlowDown.with("More than %d requests are in progress.", h.cfg.MaxRequests)
 	}
 	if err != nil && !errors.Is(err, errAborted) {
+		b.drain(sw, r)
 		h.writeError(sw, q, err)
 	}
 	level := slog.LevelInfo
@@ -283,6 +286,46 @@ func (h *Handler) writeError(w http.ResponseWriter, q *request, err error) {
 	if werr := writeXML(w, e.Status, doc); werr != nil {
 		h.log.LogAttrs(q.ctx, slog.LevelDebug, "s3 writing error", slog.String("id", q.id), slog.String("err", werr.Error()))
 	}
+}
+
+// A body is a request's body that notes how far it was read, for drain.
+type body struct {
+	io.ReadCloser
+	read, done bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	b.read = true
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.done = true
+	}
+	return n, err
+}
+
+// Bounds of drain.
+const (
+	maxDrain     = 64 << 20
+	drainTimeout = 10 * time.Second
+)
+
+// drain reads and drops what is left of the body, up to maxDrain bytes
+// and for drainTimeout at most, before an error answers the request. A
+// client still sending its body when the server closes the connection
+// gets a reset, and its kernel drops the answer unread: it would report
+// "connection reset" instead of, say, InsufficientStorage. A body never
+// read is left alone when the client waits for 100 Continue: it will not
+// send it. Past the bounds net/http closes the connection after the
+// answer, as it does for any body a handler leaves unread.
+func (b *body) drain(w http.ResponseWriter, r *http.Request) {
+	if b.done || !b.read && strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		return
+	}
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(drainTimeout)) == nil {
+		defer rc.SetReadDeadline(time.Time{})
+	}
+	io.CopyN(io.Discard, b.ReadCloser, maxDrain)
 }
 
 func newRequestID() string {
