@@ -65,17 +65,22 @@ type servedMount struct {
 	c   s3Test
 }
 
-// startServeMount creates bucket, versioned, and starts serve mounting
-// it. It skips, loudly, where FUSE or the time to build the binary is
-// missing.
+// startServeMount creates bucket, versioned, in a new data directory and
+// starts serve mounting it. It skips, loudly, where FUSE or the time to
+// build the binary is missing.
 func startServeMount(t *testing.T, bucket string) *servedMount {
+	t.Helper()
+	return startServeMountIn(t, t.TempDir(), bucket)
+}
+
+// startServeMountIn is startServeMount with the data directory dataDir.
+func startServeMountIn(t *testing.T, dataDir, bucket string) *servedMount {
 	t.Helper()
 	skipWithoutFUSE(t)
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
 	bin := buildStratafs(t)
-	dataDir := t.TempDir()
 	stratafs(t, bin, dataDir, "bucket", "create", bucket)
 	stratafs(t, bin, dataDir, "bucket", "versioning", bucket, "enabled")
 	dir := t.TempDir()
