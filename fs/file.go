@@ -423,7 +423,11 @@ func (n *fileNode) fsync(ctx context.Context, d *draft) syscall.Errno {
 	last := n.last
 	n.mu.Unlock()
 	if last != nil {
-		n.fsys.j.wait(last) // a failure is recorded by fail
+		// A failure is recorded by fail; a change still queued is
+		// refused by the store so far.
+		if err := n.fsys.j.wait(last); err != nil && !last.finished() {
+			return failedCommit(err)
+		}
 	}
 	return n.reportFailed()
 }

@@ -42,9 +42,11 @@
 // Until a queued change commits the mount shows it (the inodes that made
 // it answer for it; a question put to the store about a name with
 // changes queued waits for them) while other readers of the store, S3
-// clients among them, do not see it yet. A queued change that fails to
-// commit is logged, and the next close or fsync of its file fails with
-// EIO; the mount then shows the store's version again. A change of
+// clients among them, do not see it yet. A change the store cannot take
+// for now (unreachable, its disk full) stays queued and is tried again
+// (see journal). One that fails for good is logged, and the next close or
+// fsync of its file fails with EIO; the mount then shows the store's
+// version again. A change of
 // attributes made while the file's last version still waits in the queue
 // joins that version rather than making one of its own.
 package fs

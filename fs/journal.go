@@ -2,12 +2,14 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/meta"
 	"github.com/stratafs/stratafs/object"
 )
@@ -24,6 +26,14 @@ import (
 // costs two fsyncs whatever it holds: committing every close alone
 // spends more of the machine on fsyncs than on the closes); as soon as
 // somebody waits, it commits what is queued at once.
+//
+// A batch the store refuses for a reason that passes (it cannot be
+// reached, its disk is full: see transient) stays in flight and is tried
+// again, with growing pauses, until it commits, fails for another reason,
+// or the journal has been closing for closeGrace. Meanwhile whoever waits
+// for a change (fsync, a question to the store) is answered with the
+// last attempt's error at once, and the change stays queued: a file
+// closed while the store is away is committed once it is back.
 //
 // Batches commit one at a time in queue order, and a batch never holds
 // two changes of one key (the second starts the next batch), so the
@@ -43,6 +53,13 @@ const (
 	// nobody waits for the ones queued: how much later than necessary
 	// readers of the store may see a change.
 	linger = 5 * time.Millisecond
+	// retryMin and retryMax bound the pause between two attempts at a
+	// batch the store refused for a reason that passes.
+	retryMin = 50 * time.Millisecond
+	retryMax = 5 * time.Second
+	// closeGrace is how long a closing journal keeps trying such a batch
+	// before it fails what is left.
+	closeGrace = 30 * time.Second
 )
 
 // A change is one write of the mount, prepared and queued for commit.
@@ -136,6 +153,15 @@ type journal struct {
 	floor   uint64
 	closed  bool
 	waiters int // goroutines waiting for changes to commit
+	// stuck is the error of the last attempt at the batch in flight
+	// while the store refuses it for a reason that passes; nil
+	// otherwise. refused is closed when an attempt fails so, and then
+	// replaced.
+	stuck   error
+	refused chan struct{}
+	// giveUp is when a closing journal stops trying again (see
+	// closeGrace); zero until then.
+	giveUp time.Time
 
 	wake  chan struct{} // something was queued
 	hurry chan struct{} // somebody waits, or the batch is full
@@ -145,7 +171,7 @@ type journal struct {
 func newJournal(svc *object.Service, bucket string, log *slog.Logger, own *ownKeys, failed func(string)) *journal {
 	j := &journal{svc: svc, bucket: bucket, log: log, own: own, failed: failed,
 		keys: map[string]int{}, dirs: map[string]int{}, heads: map[string]queuedHead{}, touched: map[string]uint64{},
-		wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1), done: make(chan struct{})}
+		refused: make(chan struct{}), wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1), done: make(chan struct{})}
 	j.space.L = &j.mu
 	go j.run()
 	return j
@@ -334,28 +360,47 @@ func (j *journal) settle(names ...string) {
 	}
 }
 
-// sync waits until every change queued before the call has committed.
-func (j *journal) sync() {
+// sync waits until every change queued before the call has committed,
+// and returns the store's error if they are still queued (see wait).
+func (j *journal) sync() error {
 	j.mu.Lock()
 	last := j.lastLocked(func(*change) bool { return true })
 	j.mu.Unlock()
 	if last != nil {
-		j.wait(last)
+		if err := j.wait(last); err != nil && !last.finished() {
+			return err
+		}
 	}
+	return nil
 }
 
-// wait waits until c has committed, and returns its error. The committer
-// does not linger meanwhile.
+// wait waits until c has committed, and returns its error. While the
+// store refuses the batch in flight for a reason that passes, it returns
+// at once, or as soon as the store refuses it, with the store's error; c
+// is then still queued. The committer does not linger meanwhile.
 func (j *journal) wait(c *change) error {
 	j.mu.Lock()
+	if err := j.stuck; err != nil && !c.finished() {
+		j.mu.Unlock()
+		return err
+	}
 	j.waiters++
+	refused := j.refused
 	j.mu.Unlock()
 	signal(j.hurry)
-	<-c.done
+	var err error
+	select {
+	case <-c.done:
+		err = c.err
+	case <-refused:
+	}
 	j.mu.Lock()
 	j.waiters--
+	if !c.finished() {
+		err = j.stuck
+	}
 	j.mu.Unlock()
-	return c.err
+	return err
 }
 
 // lastLocked returns the last change queued or in flight for which match
@@ -450,7 +495,6 @@ func (j *journal) nextLocked() []*change {
 // commit commits a batch in one commit. Should that fail, the changes are
 // committed one by one, so that only the one at fault fails.
 func (j *journal) commit(batch []*change) {
-	ctx := context.Background()
 	ps := make([]*object.Pending, len(batch))
 	var keys []string
 	for i, c := range batch {
@@ -465,10 +509,10 @@ func (j *journal) commit(batch []*change) {
 		qualified[i] = j.bucket + "/" + k
 	}
 	releaseJournaled := journaled.hold(qualified...)
-	err := j.svc.CommitPending(ctx, ps...)
+	err := j.commitPending(ps...)
 	if err != nil && len(batch) > 1 {
 		for _, c := range batch {
-			c.err = j.svc.CommitPending(ctx, c.p)
+			c.err = j.commitPending(c.p)
 		}
 	} else {
 		for _, c := range batch {
@@ -489,4 +533,40 @@ func (j *journal) commit(batch []*change) {
 			c.failed(c.err)
 		}
 	}
+}
+
+// commitPending commits ps in one commit, trying again while the store
+// refuses it for a reason that passes (see the journal's doc).
+func (j *journal) commitPending(ps ...*object.Pending) error {
+	pause := retryMin
+	for {
+		err := j.svc.CommitPending(context.Background(), ps...)
+		j.mu.Lock()
+		if err != nil && j.closed && j.giveUp.IsZero() {
+			j.giveUp = time.Now().Add(closeGrace)
+		}
+		if err == nil || !transient(err) || j.closed && time.Now().After(j.giveUp) {
+			if j.stuck != nil && err == nil {
+				j.log.Info("stratafs: the store takes commits again", "bucket", j.bucket)
+			}
+			j.stuck = nil
+			j.mu.Unlock()
+			return err
+		}
+		if j.stuck == nil {
+			j.log.Warn("stratafs: the store refused a commit; trying again until it takes it", "bucket", j.bucket, "err", err)
+		}
+		j.stuck = err
+		close(j.refused)
+		j.refused = make(chan struct{})
+		j.mu.Unlock()
+		time.Sleep(pause)
+		pause = min(2*pause, retryMax)
+	}
+}
+
+// transient reports whether a commit failed for a reason that passes: a
+// store that did not answer, a full disk.
+func transient(err error) bool {
+	return errors.Is(err, meta.ErrUnavailable) || errors.Is(err, data.ErrUnavailable) || meta.IsNoSpace(err)
 }

@@ -53,7 +53,7 @@ type pager interface {
 type dirHandle struct {
 	list   func() pager
 	lookup func(ctx context.Context, e dirent, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno)
-	sync   func() // waits until the mount's changes are committed
+	sync   func() error // waits until the mount's changes are committed
 
 	pg   pager
 	buf  []dirent
@@ -106,7 +106,7 @@ var (
 	_ = (fusefs.FileFsyncdirer)((*dirHandle)(nil))
 )
 
-func newDirHandle(list func() pager, lookup func(context.Context, dirent, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno), sync func()) *dirHandle {
+func newDirHandle(list func() pager, lookup func(context.Context, dirent, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno), sync func() error) *dirHandle {
 	h := &dirHandle{list: list, lookup: lookup, sync: sync}
 	h.restart()
 	return h
@@ -200,7 +200,9 @@ func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 // Fsyncdir waits until every change made in the mount before it is
 // committed, and so durable: the directory's entries among them.
 func (h *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
-	h.sync()
+	if err := h.sync(); err != nil {
+		return failedCommit(err)
+	}
 	return 0
 }
 

@@ -518,3 +518,66 @@ func TestFUSEChangeAnUnlinkedFile(t *testing.T) {
 		})
 	}
 }
+
+// TestFUSEQueuedCommitsOutlastAnOutage: while the store refuses commits
+// for a reason that passes (it cannot be reached, its disk is full), a
+// file closed in the mount stays queued and shown; fsync of it or of
+// the mount answers the store's errno at once instead of waiting; and
+// once the store takes commits again, the file is committed, with no
+// second write.
+func TestFUSEQueuedCommitsOutlastAnOutage(t *testing.T) {
+	h := &heldStore{}
+	var log syncBuffer
+	f := newFUSEMountOver(t, fs.Options{EntryTimeout: noCache, AttrTimeout: noCache, Logger: slog.New(slog.NewTextHandler(&log, nil))},
+		func(m meta.Store) meta.Store {
+			h.Store = m
+			return h
+		})
+	d, err := os.Open(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close() // before the unmount: a test that fails must not hang it
+	for i, c := range []struct {
+		err   error
+		errno syscall.Errno
+	}{
+		{fmt.Errorf("commit: no host answered: %w", meta.ErrUnavailable), syscall.EIO},
+		{fmt.Errorf("commit: %w", &os.PathError{Op: "write", Path: "meta.db", Err: syscall.ENOSPC}), syscall.ENOSPC},
+	} {
+		name := fmt.Sprintf("during%d", i)
+		h.failWith(c.err)
+		f.write(name, []byte("closed while the store refused it"))
+		file, err := os.Open(f.path(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fuseWantErrno(t, name+": fsync while the store refuses commits", file.Sync(), c.errno)
+		file.Close()
+		fuseWantErrno(t, name+": fsync of the mount while the store refuses commits", d.Sync(), c.errno)
+		if got := f.read(name); string(got) != "closed while the store refused it" {
+			t.Errorf("%s: the mount reads %q while its commit waits", name, got)
+		}
+		f.absent(name)
+
+		h.failWith(nil)
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+			if err := d.Sync(); err == nil {
+				break
+			} else if time.Now().After(deadline) {
+				t.Fatalf("%s: fsync of the mount a minute after the store is back: %v", name, err)
+			}
+		}
+		if got := f.committed(name); string(got) != "closed while the store refused it" {
+			t.Errorf("%s: the store holds %q once it takes commits again", name, got)
+		}
+	}
+	for _, want := range []string{"trying again until it takes it", "takes commits again"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the log does not say %q: %s", want, log.String())
+		}
+	}
+	if strings.Contains(log.String(), "commit failed") {
+		t.Errorf("a commit that outlasted the outage was reported as failed: %s", log.String())
+	}
+}
