@@ -196,14 +196,20 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func TestFUSEFailedQueuedCommitsFailTheNextCloseOrFsync(t *testing.T) {
+// newHeldMount mounts over a heldStore, uncached, logging to a buffer.
+func newHeldMount(t *testing.T) (*fuseMount, *heldStore, *syncBuffer) {
 	h := &heldStore{}
-	var log syncBuffer
-	f := newFUSEMountOver(t, fs.Options{EntryTimeout: noCache, AttrTimeout: noCache, Logger: slog.New(slog.NewTextHandler(&log, nil))},
+	log := &syncBuffer{}
+	f := newFUSEMountOver(t, fs.Options{EntryTimeout: noCache, AttrTimeout: noCache, Logger: slog.New(slog.NewTextHandler(log, nil))},
 		func(m meta.Store) meta.Store {
 			h.Store = m
 			return h
 		})
+	return f, h, log
+}
+
+func TestFUSEFailedQueuedCommitsFailTheNextCloseOrFsync(t *testing.T) {
+	f, h, log := newHeldMount(t)
 	f.write("kept", []byte("committed"))
 	f.settle()
 	h.failWith(errors.New("the disk is on fire"))
@@ -523,16 +529,9 @@ func TestFUSEChangeAnUnlinkedFile(t *testing.T) {
 // for a reason that passes (it cannot be reached, its disk is full), a
 // file closed in the mount stays queued and shown; fsync of it or of
 // the mount answers the store's errno at once instead of waiting; and
-// once the store takes commits again, the file is committed, with no
-// second write.
+// once the store takes commits again, the file is committed.
 func TestFUSEQueuedCommitsOutlastAnOutage(t *testing.T) {
-	h := &heldStore{}
-	var log syncBuffer
-	f := newFUSEMountOver(t, fs.Options{EntryTimeout: noCache, AttrTimeout: noCache, Logger: slog.New(slog.NewTextHandler(&log, nil))},
-		func(m meta.Store) meta.Store {
-			h.Store = m
-			return h
-		})
+	f, h, log := newHeldMount(t)
 	d, err := os.Open(f.dir)
 	if err != nil {
 		t.Fatal(err)
