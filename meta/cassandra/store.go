@@ -382,6 +382,12 @@ func (s *Store) bounded(ctx context.Context, fn func(ctx context.Context) error)
 // the store's timeout passed), meta.ErrUnavailable for every failure to
 // reach enough replicas in time. Other errors (a query the server
 // refused) pass unchanged.
+//
+// A context error while ctx is still live is another caller's: gocql
+// prepares a statement once for all who want it at that moment, under the
+// first one's context, and when that one gives up, all of them fail with
+// its context's error. Seen when a cut-off cluster made one call give up
+// and the next one joined its prepare. That is unavailability too.
 func (s *Store) wrap(ctx context.Context, err error) error {
 	if err == nil || errors.Is(err, meta.ErrUnavailable) {
 		return err
@@ -389,7 +395,7 @@ func (s *Store) wrap(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%w (%w)", context.Cause(ctx), err)
 	}
-	if unavailable(err) {
+	if unavailable(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%w: %w", meta.ErrUnavailable, err)
 	}
 	return err
