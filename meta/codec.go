@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -125,6 +126,9 @@ func MarshalVersion(v *Version) ([]byte, error) {
 
 // UnmarshalVersion decodes and validates a stored row.
 func UnmarshalVersion(data []byte) (*Version, error) {
+	if IsApart(data) {
+		return nil, corrupt("version", errors.New("its manifest is kept apart and was not joined back"))
+	}
 	v, err := decodeVersion(data)
 	if err != nil {
 		return nil, corrupt("version", err)
@@ -157,6 +161,43 @@ func VersionAttrs(row []byte) []byte {
 		b = b[n+m:]
 	}
 	return row
+}
+
+// A store may keep a long manifest (a small file's bytes, a big file's
+// chunk list) apart from its row, so that rows stay small and many share
+// a page: renaming or deleting a small file then rewrites none of its
+// bytes. Such a row is stored with an empty manifest field, which
+// MarshalVersion never writes and UnmarshalVersion refuses: a row read
+// without its manifest joined back fails instead of reading as empty.
+
+// MarshalVersionApart encodes the row v for storage with the mark of a
+// manifest kept apart in the place of v.Manifest, which must not be empty.
+func MarshalVersionApart(v *Version) ([]byte, error) {
+	if v == nil || len(v.Manifest) == 0 {
+		return nil, fmt.Errorf("marshal version apart: no manifest: %w", ErrInvalidArgument)
+	}
+	attrs := *v
+	attrs.Manifest = nil
+	row, err := MarshalVersion(&attrs)
+	if err != nil {
+		return nil, err
+	}
+	return append(protowire.AppendTag(row, fieldManifest, protowire.BytesType), 0), nil
+}
+
+// IsApart reports whether row carries the mark of a manifest kept apart.
+func IsApart(row []byte) bool {
+	rest := row[len(VersionAttrs(row)):]
+	num, typ, n := protowire.ConsumeTag(rest)
+	return n > 0 && num == fieldManifest && typ == protowire.BytesType && len(rest) == n+1 && rest[n] == 0
+}
+
+// WithManifest returns a row encoded by MarshalVersionApart with its
+// manifest joined back: the bytes MarshalVersion writes.
+func WithManifest(marked, manifest []byte) []byte {
+	attrs := VersionAttrs(marked)
+	b := make([]byte, 0, len(attrs)+len(manifest)+protowire.SizeTag(fieldManifest)+protowire.SizeVarint(uint64(len(manifest))))
+	return appendBytes(append(b, attrs...), fieldManifest, manifest)
 }
 
 // checkVersion holds the rules both directions enforce on a row.

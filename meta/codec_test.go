@@ -84,6 +84,43 @@ func TestVersionAttrs(t *testing.T) {
 	}
 }
 
+func TestManifestApart(t *testing.T) {
+	for _, v := range []*Version{
+		fullVersion(),
+		{Key: "k", ID: NewVersionID(time.Now()), Manifest: bytes.Repeat([]byte{7}, 4096)},
+	} {
+		row, err := MarshalVersion(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		marked, err := MarshalVersionApart(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !IsApart(marked) || IsApart(row) {
+			t.Errorf("%q: IsApart(marked) = %v, IsApart(row) = %v", v.Key, IsApart(marked), IsApart(row))
+		}
+		if attrs := VersionAttrs(row); len(marked) != len(attrs)+2 || !bytes.HasPrefix(marked, attrs) {
+			t.Errorf("%q: marked row of %d bytes, want the %d of its attributes and a mark of 2", v.Key, len(marked), len(attrs))
+		}
+		// Read without its manifest, the row is refused, not empty.
+		if got, err := UnmarshalVersion(marked); err == nil {
+			t.Errorf("%q: a row marked apart decoded, manifest %d bytes", v.Key, len(got.Manifest))
+		}
+		if joined := WithManifest(marked, v.Manifest); !bytes.Equal(joined, row) {
+			t.Errorf("%q: joined back, the row differs from what MarshalVersion wrote", v.Key)
+		}
+	}
+	// A row without a manifest has nothing to keep apart.
+	marker := &Version{Key: "k", ID: NewVersionID(time.Now()), DeleteMarker: true}
+	if _, err := MarshalVersionApart(marker); err == nil {
+		t.Error("a delete marker was marked apart")
+	}
+	if row, err := MarshalVersion(marker); err != nil || IsApart(row) {
+		t.Errorf("a delete marker's row: IsApart, %v", err)
+	}
+}
+
 func TestMarshalVersionRejects(t *testing.T) {
 	for _, c := range []struct {
 		name string

@@ -9,7 +9,12 @@
 // Two indexes are kept in the same transaction as the rows: N maps a key
 // to its null row (GET ?versionId=null, null-row replacement) and C holds
 // the attributes of each key's first row (meta.VersionAttrs: the row
-// without its manifest) while that row is not a delete marker.
+// without its manifest) while that row is not a delete marker. A
+// manifest longer than manifestApart (a small file's bytes, a big file's
+// chunk list) is kept in an M entry beside its row, written and removed
+// with it: the V rows of a key then share a page, so a delete marker or
+// a rename does not rewrite the old row's bytes (store.go says what that
+// saved). Rows written whole before 2026-12-04 read as they are.
 //
 // # Decision: the live index (C)
 //

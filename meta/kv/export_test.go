@@ -8,12 +8,13 @@ import (
 	"github.com/stratafs/stratafs/meta"
 )
 
-// CheckIndexes verifies that the C and N indexes of bucket bid are exactly
-// what its V rows imply: C holds the attributes of each key's first row
-// unless that is a delete marker, N the id of each key's null row.
+// CheckIndexes verifies that the C, N and M entries of bucket bid are
+// exactly what its V rows imply: C holds the attributes of each key's
+// first row unless that is a delete marker, N the id of each key's null
+// row, M the manifest of each row that keeps it apart, and nothing else.
 func CheckIndexes(s meta.Store, bid uint64) error {
 	return s.(*Store).e.View(context.Background(), func(tx Txn) error {
-		wantC, wantN := map[string][]byte{}, map[string][]byte{}
+		wantC, wantN, wantM := map[string][]byte{}, map[string][]byte{}, map[string]bool{}
 		seen := map[string]bool{}
 		start, end := prefixRange(spaceVersion, bid, "")
 		var err error
@@ -24,8 +25,11 @@ func CheckIndexes(s meta.Store, bid uint64) error {
 				return false
 			}
 			var row *meta.Version
-			if row, err = unmarshalRow(v, key, &id); err != nil {
+			if row, err = unmarshalRow(meta.VersionAttrs(v), key, &id); err != nil {
 				return false
+			}
+			if meta.IsApart(v) {
+				wantM[string(manifestKey(bid, key, id))] = true
 			}
 			if !seen[key] && !row.DeleteMarker {
 				wantC[key] = bytes.Clone(meta.VersionAttrs(v))
@@ -48,7 +52,25 @@ func CheckIndexes(s meta.Store, bid uint64) error {
 		if err := checkSpace(tx, spaceLive, bid, wantC); err != nil {
 			return err
 		}
-		return checkSpace(tx, spaceNull, bid, wantN)
+		if err := checkSpace(tx, spaceNull, bid, wantN); err != nil {
+			return err
+		}
+		start, end = prefixRange(spaceManifest, bid, "")
+		n := 0
+		if serr := tx.Scan(start, end, func(k, v []byte) bool {
+			if !wantM[string(k)] || len(v) <= manifestApart {
+				err = fmt.Errorf("manifest entry %x of %d bytes belongs to no row kept apart", k, len(v))
+				return false
+			}
+			n++
+			return true
+		}); serr != nil {
+			return serr
+		}
+		if err == nil && n != len(wantM) {
+			err = fmt.Errorf("%d manifest entries, want %d", n, len(wantM))
+		}
+		return err
 	})
 }
 
@@ -82,7 +104,7 @@ func checkSpace(tx Txn, space byte, bid uint64, want map[string][]byte) error {
 func Entries(s meta.Store, bid uint64) (map[string]int, error) {
 	n := map[string]int{}
 	err := s.(*Store).e.View(context.Background(), func(tx Txn) error {
-		for _, space := range []byte{spaceVersion, spaceLive, spaceNull, spaceUpload, spacePart} {
+		for _, space := range bucketSpaces {
 			start, end := prefixRange(space, bid, "")
 			if err := tx.Scan(start, end, func(_, _ []byte) bool {
 				n[string(space)]++
@@ -94,4 +116,19 @@ func Entries(s meta.Store, bid uint64) (map[string]int, error) {
 		return nil
 	})
 	return n, err
+}
+
+// PutWhole writes v, the only row of its key, as stores wrote every row
+// before manifests were kept apart: whole in its V entry.
+func PutWhole(s meta.Store, bid uint64, v *meta.Version) error {
+	row, err := meta.MarshalVersion(v)
+	if err != nil {
+		return err
+	}
+	return s.(*Store).e.Update(context.Background(), func(tx Txn) error {
+		if err := tx.Set(versionKey(bid, v.Key, v.ID), row); err != nil {
+			return err
+		}
+		return tx.Set(keyKey(spaceLive, bid, v.Key), meta.VersionAttrs(row))
+	})
 }

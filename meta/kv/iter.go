@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -117,8 +118,8 @@ func (it *iter) fill() {
 			it.ents = append(it.ents, e)
 			return len(it.ents) < it.batch
 		})
-		if err == nil && it.live && !it.attrs {
-			err = it.wholeRows(tx)
+		if err == nil && !it.attrs {
+			err = it.join(tx)
 		}
 		return err
 	})
@@ -134,27 +135,42 @@ func (it *iter) fill() {
 	it.batch = min(2*it.batch, maxBatch)
 }
 
-// wholeRows replaces the batch's C entries, read in tx, with the V rows
-// they index. It runs after the scan, not inside it: an engine need not
-// allow a Get while a Scan of the same transaction is running.
-func (it *iter) wholeRows(tx Txn) error {
+// join makes the batch's entries, read in tx, whole rows: a live scan's C
+// entries become the V rows they index, and a row whose manifest is kept
+// apart gets it back. It runs after the scan, not inside it: an engine
+// need not allow a Get while a Scan of the same transaction is running.
+func (it *iter) join(tx Txn) error {
+	if !it.live && !slices.ContainsFunc(it.ents, func(e entry) bool { return meta.IsApart(it.arena[e.v:e.end]) }) {
+		return nil
+	}
 	var arena []byte
 	for i, e := range it.ents {
-		k := it.arena[e.k:e.v]
-		_, key, err := decodeKeyKey(k, spaceLive)
-		if err != nil {
+		k, row := it.arena[e.k:e.v], it.arena[e.v:e.end]
+		var (
+			key string
+			id  meta.VersionID
+			err error
+		)
+		if it.live {
+			if _, key, err = decodeKeyKey(k, spaceLive); err != nil {
+				return err
+			}
+			head, err := unmarshalRow(row, key, nil)
+			if err != nil {
+				return err
+			}
+			id = head.ID
+			if row, err = tx.Get(versionKey(it.b.ID, key, id)); err != nil {
+				return err
+			}
+			if row == nil {
+				return fmt.Errorf("%w: the live index names %q@%s, which has no row", meta.ErrCorrupt, key, id)
+			}
+		} else if _, key, id, err = decodeVersionKey(k); err != nil {
 			return err
 		}
-		head, err := unmarshalRow(it.arena[e.v:e.end], key, nil)
-		if err != nil {
+		if row, err = whole(tx, it.b.ID, key, id, row); err != nil {
 			return err
-		}
-		row, err := tx.Get(versionKey(it.b.ID, key, head.ID))
-		if err != nil {
-			return err
-		}
-		if row == nil {
-			return fmt.Errorf("%w: the live index names %q@%s, which has no row", meta.ErrCorrupt, key, head.ID)
 		}
 		ne := entry{k: len(arena), v: len(arena) + len(k)}
 		arena = append(append(arena, k...), row...)

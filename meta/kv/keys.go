@@ -16,7 +16,10 @@ import (
 // version ids and part numbers, fixed-width, come last.
 //
 //	B name                 → MarshalBucket
-//	V bid key id           → MarshalVersion: every row, (key, id) order
+//	V bid key id           → MarshalVersion: every row, (key, id) order; a
+//	                         manifest over manifestApart bytes is kept in M
+//	                         (meta.MarshalVersionApart)
+//	M bid key id           → the manifest of the V row (key, id), kept apart
 //	C bid key              → the key's first V row while it is not a delete marker
 //	N bid key              → the id of the key's null row
 //	U bid key upload       → MarshalUpload: (key, upload id) order, as S3 lists them
@@ -31,6 +34,7 @@ import (
 const (
 	spaceBucket    byte = 'B'
 	spaceVersion   byte = 'V'
+	spaceManifest  byte = 'M'
 	spaceLive      byte = 'C'
 	spaceNull      byte = 'N'
 	spaceUpload    byte = 'U'
@@ -87,6 +91,11 @@ func keyKey(space byte, bid uint64, key string) []byte {
 // versionKey is the key of the V row (key, id).
 func versionKey(bid uint64, key string, id meta.VersionID) []byte {
 	return append(keyKey(spaceVersion, bid, key), id[:]...)
+}
+
+// manifestKey is the key of the M entry of the V row (key, id).
+func manifestKey(bid uint64, key string, id meta.VersionID) []byte {
+	return append(keyKey(spaceManifest, bid, key), id[:]...)
 }
 
 // uploadKey is space|bid|key|id: the U entry of upload id of key, or with

@@ -91,8 +91,15 @@ func (e *env) row(key string) *meta.Version {
 	e.n++
 	// The manifest makes most of the row, as a small object's inline bytes
 	// do: a backend that indexes attributes only must still return it.
+	// Every third one is as long as a small file's bytes, which a backend
+	// may keep apart from the row.
+	n := fmt.Sprint(e.n)
+	reps := 20
+	if e.n%3 == 0 {
+		reps = 4096 / len(n)
+	}
 	return &meta.Version{Key: key, ID: meta.NewVersionID(e.tick()), Size: int64(e.n), ETag: fmt.Sprintf("%032x", e.n),
-		Manifest: []byte(strings.Repeat(fmt.Sprint(e.n), 20))}
+		Manifest: []byte(strings.Repeat(n, reps))}
 }
 
 // put writes a new row of key as PUT does.
