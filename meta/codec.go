@@ -192,14 +192,6 @@ func IsApart(row []byte) bool {
 	return n > 0 && num == fieldManifest && typ == protowire.BytesType && len(rest) == n+1 && rest[n] == 0
 }
 
-// WithManifest returns a row encoded by MarshalVersionApart with its
-// manifest joined back: the bytes MarshalVersion writes.
-func WithManifest(marked, manifest []byte) []byte {
-	attrs := VersionAttrs(marked)
-	b := make([]byte, 0, len(attrs)+len(manifest)+protowire.SizeTag(fieldManifest)+protowire.SizeVarint(uint64(len(manifest))))
-	return appendBytes(append(b, attrs...), fieldManifest, manifest)
-}
-
 // checkVersion holds the rules both directions enforce on a row.
 func checkVersion(v *Version) error {
 	if err := checkAttributes(v); err != nil {

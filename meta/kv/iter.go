@@ -70,8 +70,9 @@ type iter struct {
 	closed    bool
 }
 
-// entry locates one key and value in the arena.
-type entry struct{ k, v, end int }
+// entry locates one key, its value and, for a row whose manifest is kept
+// apart, the manifest (empty otherwise) in the arena.
+type entry struct{ k, v, man, end int }
 
 func (it *iter) key(i int) []byte { return it.arena[it.ents[i].k:it.ents[i].v] }
 
@@ -90,7 +91,7 @@ func (it *iter) Next() bool {
 	}
 	e := it.ents[it.i]
 	it.i++
-	v, err := it.decode(it.arena[e.k:e.v], it.arena[e.v:e.end])
+	v, err := it.decode(it.arena[e.k:e.v], it.arena[e.v:e.man], it.arena[e.man:e.end])
 	if err != nil {
 		it.err = fmt.Errorf("scan %s: %w", it.b.Name, err)
 		return false
@@ -114,7 +115,7 @@ func (it *iter) fill() {
 			}
 			e := entry{k: len(it.arena), v: len(it.arena) + len(k)}
 			it.arena = append(append(it.arena, k...), v...)
-			e.end = len(it.arena)
+			e.man, e.end = len(it.arena), len(it.arena)
 			it.ents = append(it.ents, e)
 			return len(it.ents) < it.batch
 		})
@@ -137,7 +138,7 @@ func (it *iter) fill() {
 
 // join makes the batch's entries, read in tx, whole rows: a live scan's C
 // entries become the V rows they index, and a row whose manifest is kept
-// apart gets it back. It runs after the scan, not inside it: an engine
+// apart gets it beside it. It runs after the scan, not inside it: an engine
 // need not allow a Get while a Scan of the same transaction is running.
 func (it *iter) join(tx Txn) error {
 	if !it.live && !slices.ContainsFunc(it.ents, func(e entry) bool { return meta.IsApart(it.arena[e.v:e.end]) }) {
@@ -169,11 +170,16 @@ func (it *iter) join(tx Txn) error {
 		} else if _, key, id, err = decodeVersionKey(k); err != nil {
 			return err
 		}
-		if row, err = whole(tx, it.b.ID, key, id, row); err != nil {
-			return err
+		var man []byte
+		if meta.IsApart(row) {
+			if man, err = manifestOf(tx, it.b.ID, key, id); err != nil {
+				return err
+			}
 		}
 		ne := entry{k: len(arena), v: len(arena) + len(k)}
 		arena = append(append(arena, k...), row...)
+		ne.man = len(arena)
+		arena = append(arena, man...)
 		ne.end = len(arena)
 		it.ents[i] = ne
 	}
@@ -181,20 +187,21 @@ func (it *iter) join(tx Txn) error {
 	return nil
 }
 
-// decode turns an entry of the scanned space into a row.
-func (it *iter) decode(k, v []byte) (*meta.Version, error) {
+// decode turns an entry of the scanned space into a row; man is its
+// manifest if kept apart.
+func (it *iter) decode(k, v, man []byte) (*meta.Version, error) {
 	if it.live {
 		_, key, err := decodeKeyKey(k, spaceLive)
 		if err != nil {
 			return nil, err
 		}
-		return unmarshalRow(v, key, nil)
+		return decodeRow(v, man, key, nil)
 	}
 	_, key, id, err := decodeVersionKey(k)
 	if err != nil {
 		return nil, err
 	}
-	return unmarshalRow(v, key, &id)
+	return decodeRow(v, man, key, &id)
 }
 
 func (it *iter) Version() *meta.Version { return it.cur }
