@@ -55,18 +55,12 @@ func CheckIndexes(s meta.Store, bid uint64) error {
 		if err := checkSpace(tx, spaceNull, bid, wantN); err != nil {
 			return err
 		}
-		start, end = prefixRange(spaceManifest, bid, "")
-		n := 0
-		if serr := tx.Scan(start, end, func(k, v []byte) bool {
+		n, err := eachEntry(tx, spaceManifest, bid, func(k, v []byte) error {
 			if !wantM[string(k)] || len(v) <= manifestApart {
-				err = fmt.Errorf("manifest entry %x of %d bytes belongs to no row kept apart", k, len(v))
-				return false
+				return fmt.Errorf("manifest entry %x of %d bytes belongs to no row kept apart", k, len(v))
 			}
-			n++
-			return true
-		}); serr != nil {
-			return serr
-		}
+			return nil
+		})
 		if err == nil && n != len(wantM) {
 			err = fmt.Errorf("%d manifest entries, want %d", n, len(wantM))
 		}
@@ -76,27 +70,35 @@ func CheckIndexes(s meta.Store, bid uint64) error {
 
 // checkSpace compares the entries of an index space with want.
 func checkSpace(tx Txn, space byte, bid uint64, want map[string][]byte) error {
+	n, err := eachEntry(tx, space, bid, func(k, v []byte) error {
+		_, key, err := decodeKeyKey(k, space)
+		if err == nil && !bytes.Equal(v, want[key]) {
+			err = fmt.Errorf("index %c of key %q: %x, want %x", space, key, v, want[key])
+		}
+		return err
+	})
+	if err == nil && n != len(want) {
+		err = fmt.Errorf("index %c has %d entries, want %d", space, n, len(want))
+	}
+	return err
+}
+
+// eachEntry calls fn with every entry of space in bucket bid, up to the
+// first error, and returns how many it was called with.
+func eachEntry(tx Txn, space byte, bid uint64, fn func(k, v []byte) error) (int, error) {
 	start, end := prefixRange(space, bid, "")
 	var err error
 	n := 0
 	if serr := tx.Scan(start, end, func(k, v []byte) bool {
-		var key string
-		if _, key, err = decodeKeyKey(k, space); err != nil {
-			return false
-		}
-		if !bytes.Equal(v, want[key]) {
-			err = fmt.Errorf("index %c of key %q: %x, want %x", space, key, v, want[key])
+		if err = fn(k, v); err != nil {
 			return false
 		}
 		n++
 		return true
 	}); serr != nil {
-		return serr
+		return n, serr
 	}
-	if err == nil && n != len(want) {
-		err = fmt.Errorf("index %c has %d entries, want %d", space, n, len(want))
-	}
-	return err
+	return n, err
 }
 
 // Entries counts the engine entries of bucket bid in each space of the
