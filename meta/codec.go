@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -182,11 +183,20 @@ func MarshalVersionApart(v *Version) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(protowire.AppendTag(row, fieldManifest, protowire.BytesType), 0), nil
+	return append(row, apartMark...), nil
 }
 
+// apartMark ends a row whose manifest is kept apart: the manifest's tag
+// and a length of 0.
+var apartMark = append(protowire.AppendTag(nil, fieldManifest, protowire.BytesType), 0)
+
 // IsApart reports whether row carries the mark of a manifest kept apart.
+// Every row read is asked, so most answers come from its last bytes; the
+// fields are walked only when those are the mark.
 func IsApart(row []byte) bool {
+	if !bytes.HasSuffix(row, apartMark) {
+		return false
+	}
 	rest := row[len(VersionAttrs(row)):]
 	num, typ, n := protowire.ConsumeTag(rest)
 	return n > 0 && num == fieldManifest && typ == protowire.BytesType && len(rest) == n+1 && rest[n] == 0

@@ -125,6 +125,11 @@ func TestManifestApart(t *testing.T) {
 	if row, err := MarshalVersion(marker); err != nil || IsApart(row) {
 		t.Errorf("a delete marker's row: IsApart, %v", err)
 	}
+	// A row whose last field ends in the mark's bytes is not marked.
+	marker.Owner = "own\x6a\x00"
+	if row, err := MarshalVersion(marker); err != nil || !bytes.HasSuffix(row, apartMark) || IsApart(row) {
+		t.Errorf("a row ending in the mark's bytes: IsApart %v, suffix %x, %v", IsApart(row), row[len(row)-2:], err)
+	}
 }
 
 func TestMarshalVersionRejects(t *testing.T) {
