@@ -170,11 +170,9 @@ func (it *iter) join(tx Txn) error {
 		} else if _, key, id, err = decodeVersionKey(k); err != nil {
 			return err
 		}
-		var man []byte
-		if meta.IsApart(row) {
-			if man, err = manifestOf(tx, it.b.ID, key, id); err != nil {
-				return err
-			}
+		man, err := manifestOf(tx, it.b.ID, key, id, row)
+		if err != nil {
+			return err
 		}
 		ne := entry{k: len(arena), v: len(arena) + len(k)}
 		arena = append(append(arena, k...), row...)

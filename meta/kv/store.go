@@ -220,8 +220,12 @@ func encode(v *meta.Version) (encoded, error) {
 	return encoded{row, v.Manifest}, err
 }
 
-// manifestOf reads the manifest kept apart of the row (key, id).
-func manifestOf(tx Txn, bid uint64, key string, id meta.VersionID) ([]byte, error) {
+// manifestOf returns the manifest kept apart of row, the stored row (key,
+// id); nil if row holds its own.
+func manifestOf(tx Txn, bid uint64, key string, id meta.VersionID, row []byte) ([]byte, error) {
+	if !meta.IsApart(row) {
+		return nil, nil
+	}
 	man, err := tx.Get(manifestKey(bid, key, id))
 	if err == nil && man == nil {
 		err = fmt.Errorf("%w: row %q@%s has no manifest", meta.ErrCorrupt, key, id)
@@ -384,11 +388,9 @@ func getRow(tx Txn, bid uint64, key string, id meta.VersionID) (*meta.Version, e
 	if v == nil {
 		return nil, meta.ErrNoSuchVersion
 	}
-	var man []byte
-	if meta.IsApart(v) {
-		if man, err = manifestOf(tx, bid, key, id); err != nil {
-			return nil, err
-		}
+	man, err := manifestOf(tx, bid, key, id, v)
+	if err != nil {
+		return nil, err
 	}
 	return decodeRow(v, man, key, &id)
 }
