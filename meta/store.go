@@ -30,7 +30,9 @@ type Store interface {
 	// Commit applies the mutations atomically: all or none. Backends
 	// without multi-key transactions (Cassandra) run every Check first and
 	// then apply the mutations one by one, in order, each atomic, so only
-	// a crash can leave a prefix of them applied. A PUT is exactly one
+	// a crash can leave a prefix of them applied; they read the rows that
+	// Puts share (Version.ManifestOf) with the checks, so such a row must
+	// not be one the same commit writes. A PUT is exactly one
 	// Commit. A bucket deleted meanwhile is ErrNoSuchBucket; a Put whose
 	// key differs from its mutation's is ErrInvalidArgument.
 	Commit(ctx context.Context, b Bucket, ms ...Mutation) error
@@ -70,7 +72,11 @@ type Mutation struct {
 	Delete VersionID
 	// Put, if set, is written as a new row of Key (Put.Key must equal Key).
 	// Its id must be new, and a null Put needs DropNull when the key has a
-	// null row already: otherwise ErrInvalidArgument.
+	// null row already: otherwise ErrInvalidArgument. A Put with
+	// ManifestOf takes the manifest of the row it names as its mutation
+	// applies, before the mutation removes any row (DropNull, Delete), so
+	// it may share the row it replaces; ErrConflict if that row does not
+	// exist.
 	Put *Version
 	// CompleteUpload, if set, names an upload of Key in state Completing:
 	// in the same commit it becomes Completed and its parts are removed
@@ -86,6 +92,9 @@ func (m Mutation) Validate() error {
 	}
 	if m.Put != nil && m.Put.Key != m.Key {
 		return fmt.Errorf("put of key %q in a mutation of another key: %w", m.Put.Key, ErrInvalidArgument)
+	}
+	if p := m.Put; p != nil && (p.NoManifest != (p.ManifestOf != nil) || p.ManifestOf != nil && len(p.Manifest) > 0) {
+		return fmt.Errorf("put of key %q: a row written without its manifest must name the row it shares: %w", m.Key, ErrInvalidArgument)
 	}
 	if m.Put != nil && !m.Delete.IsZero() && m.Put.ID == m.Delete {
 		return fmt.Errorf("mutation deletes the row %s it puts: %w", m.Delete, ErrInvalidArgument)

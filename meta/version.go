@@ -36,6 +36,40 @@ type Version struct {
 	// the row's bytes cannot be reached from it, nor shared by a new
 	// version. Read the row again by its id for that.
 	NoManifest bool
+	// ManifestOf, on a row being written (Mutation.Put) only, says that
+	// its manifest is the one of the row it names, which the commit reads
+	// in its own transaction: a version sharing another's bytes (a rename,
+	// a change of attributes) then never carries them through the caller,
+	// which may know the other row by its attributes only. NoManifest is
+	// set and Manifest empty. Never stored: a row read back has its
+	// manifest and no ManifestOf.
+	ManifestOf *RowRef
+}
+
+// A RowRef names one row of a bucket.
+type RowRef struct {
+	Key string
+	ID  VersionID
+}
+
+// Sharing returns a copy of v, a row being written whose ManifestOf
+// names origin, with origin's manifest: what a backend writes once it has
+// read origin in the commit's transaction (nil when that row does not
+// exist). A row gone since the caller saw it is ErrConflict, as a failed
+// Check is: the write was prepared against a state that no longer holds.
+func (v *Version) Sharing(origin *Version) (*Version, error) {
+	ref := v.ManifestOf
+	switch {
+	case origin == nil:
+		return nil, fmt.Errorf("row %q@%s whose bytes %q shares is gone: %w", ref.Key, ref.ID, v.Key, ErrConflict)
+	case origin.DeleteMarker:
+		return nil, fmt.Errorf("row %q@%s whose bytes %q shares is a delete marker: %w", ref.Key, ref.ID, v.Key, ErrInvalidArgument)
+	case origin.NoManifest:
+		return nil, fmt.Errorf("row %q@%s whose bytes %q shares was read without them: %w", ref.Key, ref.ID, v.Key, ErrInvalidArgument)
+	}
+	c := *v
+	c.Manifest, c.NoManifest, c.ManifestOf = origin.Manifest, false, nil
+	return &c, nil
 }
 
 // DropManifest makes v a row of attributes only (NoManifest): what a

@@ -35,7 +35,7 @@ func (s *Store) Commit(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) 
 	for i, m := range ms {
 		err := m.Validate()
 		if err == nil && m.Put != nil {
-			puts[i], err = meta.MarshalVersion(m.Put)
+			puts[i], err = s.marshalPut(ctx, b, m.Put)
 		}
 		if err != nil {
 			return fmt.Errorf("commit %s/%s: %w", b.Name, m.Key, err)
@@ -56,6 +56,25 @@ func (s *Store) Commit(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) 
 		return fmt.Errorf("commit %s: %w", b.Name, berr)
 	}
 	return err
+}
+
+// marshalPut encodes p, reading first the row whose manifest it shares,
+// if it names one: with the checks, before any mutation applies, so a
+// row the same commit writes cannot be shared (meta.Store.Commit).
+func (s *Store) marshalPut(ctx context.Context, b meta.Bucket, p *meta.Version) ([]byte, error) {
+	if ref := p.ManifestOf; ref != nil {
+		origin, err := s.Get(ctx, b, ref.Key, ref.ID)
+		if errors.Is(err, meta.ErrNoSuchVersion) {
+			origin, err = nil, nil
+		}
+		if err == nil {
+			p, err = p.Sharing(origin)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return meta.MarshalVersion(p)
 }
 
 // commit checks and then applies muts. Each step has the store's timeout

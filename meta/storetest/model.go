@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"cmp"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -100,14 +101,26 @@ func (m *model) apply(mu meta.Mutation) error {
 			return err
 		}
 	}
+	put := mu.Put
+	if put != nil && put.ManifestOf != nil {
+		var origin *meta.Version
+		if i, ok := m.search(put.ManifestOf.Key, put.ManifestOf.ID); ok {
+			origin = m.rows[i]
+		}
+		shared, err := put.Sharing(origin)
+		if err != nil {
+			return sentinel(err, meta.ErrConflict, meta.ErrInvalidArgument)
+		}
+		put = shared
+	}
 	if n := m.null(mu.Key); mu.DropNull && n != nil {
 		m.remove(n.Key, n.ID)
 	}
 	if !mu.Delete.IsZero() && !m.remove(mu.Key, mu.Delete) {
 		return meta.ErrNoSuchVersion
 	}
-	if mu.Put != nil {
-		v := clone(mu.Put)
+	if put != nil {
+		v := clone(put)
 		i, _ := m.search(v.Key, v.ID)
 		m.rows = slices.Insert(m.rows, i, v)
 	}
@@ -121,6 +134,17 @@ func (m *model) apply(mu meta.Mutation) error {
 		m.uploads[i] = modelUpload{u: &u}
 	}
 	return nil
+}
+
+// sentinel returns the first of sentinels that err wraps: the error the
+// model expects of the store.
+func sentinel(err error, sentinels ...error) error {
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return s
+		}
+	}
+	return err
 }
 
 func (m *model) remove(key string, id meta.VersionID) bool {

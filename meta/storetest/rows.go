@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -121,6 +122,65 @@ func testCheck(t *testing.T, open Opener) {
 			e.expectState()
 		})
 	}
+}
+
+// testShare writes rows that take their manifest from another row as
+// they commit (Version.ManifestOf), as a rename and a change of attributes
+// in the mount do: the row named may be another key's, or the row the
+// mutation itself replaces or removes.
+func testShare(t *testing.T, open Opener) {
+	for _, state := range []meta.Versioning{meta.Enabled, meta.Suspended} {
+		t.Run(state.String(), func(t *testing.T) {
+			e := newEnv(t, open, state)
+			// Every third row's manifest is as long as a small file's bytes.
+			for range 3 {
+				src := e.put("src")
+				renamed := sharing(e.row("dst"), src)
+				mu, _ := meta.DeleteMutation(e.b, "src", "", e.tick())
+				e.mustCommit(meta.PutMutation(e.b, renamed), mu)
+				chmod := sharing(e.row("dst"), renamed) // replaces renamed when suspended
+				e.mustCommit(meta.PutMutation(e.b, chmod))
+				last := chmod
+				if state == meta.Enabled {
+					last = sharing(e.row("dst"), chmod)
+					e.mustCommit(meta.Mutation{Key: "dst", Delete: chmod.ID, Put: last})
+				}
+				got, err := e.s.Get(e.ctx, e.b, "dst", last.ID)
+				if err != nil || !bytes.Equal(got.Manifest, src.Manifest) || got.NoManifest || got.ManifestOf != nil {
+					t.Fatalf("Get of a row sharing %s's manifest: %s, %v", show(src), show(got), err)
+				}
+				e.expectState()
+			}
+
+			// A row gone, or a delete marker, fails the commit and writes
+			// nothing.
+			gone := sharing(e.row("k"), &meta.Version{Key: "src", ID: meta.NewVersionID(e.tick())})
+			e.commit(meta.PutMutation(e.b, e.row("other")), meta.PutMutation(e.b, gone))
+			e.put("src")
+			marker := e.del("src")
+			e.commit(meta.PutMutation(e.b, sharing(e.row("k"), marker)))
+			// A row must either carry its manifest or name the row it
+			// shares, not both nor neither.
+			head := e.put("k")
+			both := sharing(e.row("k"), head)
+			both.Manifest = []byte("m")
+			neither := e.row("k")
+			neither.DropManifest()
+			for _, v := range []*meta.Version{both, neither} {
+				if err := e.s.Commit(e.ctx, e.b, meta.PutMutation(e.b, v)); !errors.Is(err, meta.ErrInvalidArgument) {
+					t.Fatalf("Commit of %s: %v, want ErrInvalidArgument", show(v), err)
+				}
+			}
+			e.expectState()
+		})
+	}
+}
+
+// sharing makes v, a new row, take its manifest from origin's row.
+func sharing(v, origin *meta.Version) *meta.Version {
+	v.DropManifest()
+	v.ManifestOf = &meta.RowRef{Key: origin.Key, ID: origin.ID}
+	return v
 }
 
 func testErrors(t *testing.T, open Opener) {

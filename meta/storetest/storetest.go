@@ -52,6 +52,7 @@ var cases = []struct {
 	{"Semantics", testSemantics},
 	{"RoundTrip", testRoundTrip},
 	{"Check", testCheck},
+	{"Share", testShare},
 	{"Errors", testErrors},
 	{"InvalidKeys", testInvalidKeys},
 	{"Paging", shared(pagingFixture,
