@@ -51,30 +51,30 @@ func (s *Service) copyRow(ctx context.Context, srcBucket, srcKey, dstBucket, dst
 	if err != nil {
 		return nil, err
 	}
-	v, err := share(src, dstKey, o)
-	if err != nil {
-		return nil, err
-	}
+	v := share(src, dstKey, o)
 	if err := s.commit(ctx, b, v, o.Check); err != nil {
 		return nil, err
 	}
 	return v, nil
 }
 
-// share builds a new row for key carrying src's bytes.
-func share(src *meta.Version, key string, o CopyOptions) (*meta.Version, error) {
-	if err := whole(src); err != nil {
-		return nil, err
-	}
+// share builds a new row for key carrying src's bytes. A src known by its
+// attributes only (NoManifest) is named instead: the store reads its
+// manifest as the row commits (meta.Version.ManifestOf), so a rename or a
+// chmod in the mount need not read a small file's bytes to move them.
+func share(src *meta.Version, key string, o CopyOptions) *meta.Version {
 	v := &meta.Version{
 		Key:      key,
 		Size:     src.Size,
 		ETag:     src.ETag,
 		Manifest: src.Manifest,
 	}
+	if src.NoManifest {
+		v.NoManifest, v.ManifestOf = true, &meta.RowRef{Key: src.Key, ID: src.ID}
+	}
 	if o.Replace != nil {
 		o.Replace.Apply(v)
-		return v, nil
+		return v
 	}
 	Attrs{
 		Content:      src.Content,
@@ -84,7 +84,7 @@ func share(src *meta.Version, key string, o CopyOptions) (*meta.Version, error) 
 		Checksums:    src.Checksums,
 		Owner:        o.Owner,
 	}.Apply(v)
-	return v, nil
+	return v
 }
 
 // whole refuses a version listed for its attributes only
@@ -130,10 +130,7 @@ func (s *Service) rename(ctx context.Context, bucket, src, dst, owner string) (*
 	if err != nil {
 		return nil, err
 	}
-	v, err := share(head, dst, CopyOptions{Owner: owner})
-	if err != nil {
-		return nil, err
-	}
+	v := share(head, dst, CopyOptions{Owner: owner})
 	del, _ := meta.DeleteMutation(b, src, owner, s.now())
 	// The source must still be the version we copied when we commit;
 	// otherwise a write that raced in would be deleted unseen.

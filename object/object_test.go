@@ -391,9 +391,8 @@ func TestAccessKeys(t *testing.T) {
 }
 
 // TestListedAttrsCannotBeRead: a version listed for its attributes only
-// carries no manifest. Reading it, editing it or sharing its bytes with
-// a new version (rename, new attributes) is refused, and writes nothing:
-// a version sharing "its" bytes would have none.
+// carries no manifest. Reading it or editing it is refused, and writes
+// nothing. (Sharing its bytes works: TestShareListed.)
 func TestListedAttrsCannotBeRead(t *testing.T) {
 	f := newFixture(t, meta.Enabled)
 	body := randBytes(3*chunk + 5)
@@ -422,10 +421,6 @@ func TestListedAttrsCannotBeRead(t *testing.T) {
 		refused("Open", err)
 		_, err = f.svc.Edit(f.ctx, "bkt", v.Key, v, object.EditOptions{Size: 1, Dirty: []object.Extent{{Off: 0, Len: 1}}, Src: bytes.NewReader([]byte("x"))})
 		refused("Edit", err)
-		_, err = f.svc.RenameVersion(f.ctx, "bkt", v, "moved", "")
-		refused("RenameVersion", err)
-		_, err = f.svc.ReplaceAttrs(f.ctx, "bkt", v, object.Attrs{})
-		refused("ReplaceAttrs", err)
 	}
 	// Whole reads a listed version again, by its id.
 	for _, v := range res.Objects {
@@ -456,5 +451,69 @@ func TestListedAttrsCannotBeRead(t *testing.T) {
 	}
 	if n := len(vs.Versions); n != 2 {
 		t.Errorf("%d versions after the refusals, want 2", n)
+	}
+}
+
+// TestShareListed: a rename or a change of attributes of a version known
+// by its attributes only, as the mount knows its files, shares the
+// version's bytes all the same (the store reads its manifest as the new
+// row commits), and fails with ErrConflict, writing nothing, once that
+// version is gone.
+func TestShareListed(t *testing.T) {
+	for _, state := range []meta.Versioning{meta.Enabled, meta.Unversioned} {
+		t.Run(state.String(), func(t *testing.T) {
+			f := newFixture(t, state)
+			body := randBytes(3*chunk + 5)
+			f.put("big", body)
+			f.put("small", []byte("inline"))
+			f.put("gone", []byte("soon"))
+			res, err := f.svc.List(f.ctx, "bkt", meta.ListOptions{Attrs: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			listed := map[string]*meta.Version{}
+			for _, v := range res.Objects {
+				if !v.NoManifest {
+					t.Fatalf("%s listed with its manifest", v.Key)
+				}
+				listed[v.Key] = v
+			}
+			if _, err := f.svc.RenameVersion(f.ctx, "bkt", listed["small"], "moved", ""); err != nil {
+				t.Fatal(err)
+			}
+			v, err := f.svc.ReplaceAttrs(f.ctx, "bkt", listed["big"], object.Attrs{UserMeta: map[string]string{"k": "v"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for key, want := range map[string][]byte{"big": body, "moved": []byte("inline")} {
+				if got := f.mustRead(key, ""); !bytes.Equal(got, want) {
+					t.Errorf("%s reads %q…, want %q…", key, got[:min(len(got), 8)], want[:min(len(want), 8)])
+				}
+			}
+			if head, err := f.svc.Head(f.ctx, "bkt", "big", ""); err != nil || head.ID != v.ID || head.UserMeta["k"] != "v" {
+				t.Errorf("big's head: %+v, %v; want %s with the new attributes", head, err, v.ID)
+			}
+			if _, err := f.read("small", "", 0, -1); !errors.Is(err, meta.ErrNoSuchKey) {
+				t.Errorf("small after its rename: %v, want ErrNoSuchKey", err)
+			}
+
+			before, err := f.svc.ListVersions(f.ctx, "bkt", meta.VersionListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.svc.Delete(f.ctx, "bkt", "gone", object.DeleteOptions{VersionID: listed["gone"].WireID()}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.svc.RenameVersion(f.ctx, "bkt", listed["gone"], "moved2", ""); !errors.Is(err, meta.ErrConflict) {
+				t.Errorf("rename of a version deleted since it was listed: %v, want ErrConflict", err)
+			}
+			after, err := f.svc.ListVersions(f.ctx, "bkt", meta.VersionListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(after.Versions) != len(before.Versions)-1 {
+				t.Errorf("%d versions after the failed rename, want %d", len(after.Versions), len(before.Versions)-1)
+			}
+		})
 	}
 }

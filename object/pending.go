@@ -140,10 +140,7 @@ func (s *Service) RenameVersion(ctx context.Context, bucket string, head *meta.V
 	if err != nil {
 		return nil, err
 	}
-	v, err := share(head, dst, CopyOptions{Owner: owner})
-	if err != nil {
-		return nil, err
-	}
+	v := share(head, dst, CopyOptions{Owner: owner})
 	del, _ := meta.DeleteMutation(b, head.Key, owner, s.now())
 	del.Check = unchanged(head)
 	if err := s.commit(ctx, b, v, nil, del); err != nil {
@@ -162,10 +159,7 @@ func (s *Service) ReplaceAttrs(ctx context.Context, bucket string, head *meta.Ve
 	if err != nil {
 		return nil, err
 	}
-	v, err := share(head, head.Key, CopyOptions{Replace: &a})
-	if err != nil {
-		return nil, err
-	}
+	v := share(head, head.Key, CopyOptions{Replace: &a})
 	if err := s.commit(ctx, b, v, unchanged(head)); err != nil {
 		return nil, fmt.Errorf("update attributes of %s/%s: %w", bucket, head.Key, err)
 	}

@@ -129,7 +129,7 @@ func (s *Service) renamePrefix(ctx context.Context, bucket, src, dst, owner stri
 	if err != nil {
 		return 0, err
 	}
-	it := s.meta.Scan(ctx, b, meta.ScanOptions{Prefix: src, Live: true})
+	it := s.meta.Scan(ctx, b, meta.ScanOptions{Prefix: src, Live: true, Attrs: true})
 	defer it.Close()
 	var ms []meta.Mutation
 	for it.Next() {
@@ -137,14 +137,12 @@ func (s *Service) renamePrefix(ctx context.Context, bucket, src, dst, owner stri
 			return 0, fmt.Errorf("more than %d keys: %w", limit, ErrTooManyKeys)
 		}
 		head := it.Version()
+		head.DropManifest() // the store reads it as the rows commit (see share)
 		key := dst + strings.TrimPrefix(head.Key, src)
 		if err := meta.ValidKey(key); err != nil {
 			return 0, err
 		}
-		v, err := share(head, key, CopyOptions{Owner: owner})
-		if err != nil {
-			return 0, err
-		}
+		v := share(head, key, CopyOptions{Owner: owner})
 		v.ID = meta.NewVersionID(s.now())
 		del, _ := meta.DeleteMutation(b, head.Key, owner, s.now())
 		del.Check = unchanged(head)
@@ -214,10 +212,7 @@ func (s *Service) updateAttrs(ctx context.Context, bucket, key string, fn func(*
 	if err := fn(head, &a); err != nil {
 		return nil, err
 	}
-	v, err := share(head, key, CopyOptions{Replace: &a})
-	if err != nil {
-		return nil, err
-	}
+	v := share(head, key, CopyOptions{Replace: &a})
 	if err := s.commit(ctx, b, v, unchanged(head)); err != nil {
 		return nil, fmt.Errorf("update attributes of %s/%s: %w", bucket, key, err)
 	}
