@@ -169,7 +169,13 @@ func (n *fileNode) refreshLocked(ctx context.Context) {
 // latest may then come from a page read ahead (see peek), which may miss
 // another process's write of the last entry timeout, as the kernel's
 // caches do; such a change then fails to commit rather than undo that
-// write. A change of the bytes is not checked, so it asks the store.
+// write. Such a change shares the bytes of the version it starts from by
+// naming it (meta.Version.ManifestOf), so a version from a page is
+// returned as it is, its attributes only: the store reads its manifest as
+// the change commits. Every other version is returned whole, so that one
+// the journal holds is never named: the journal knows a queued version
+// only while it is its key's head. A change of the bytes is not checked:
+// it asks the store.
 func (n *fileNode) headLocked(ctx context.Context, checked bool) (*meta.Version, syscall.Errno) {
 	n.refreshLocked(ctx)
 	key, ok := n.path()
@@ -181,8 +187,7 @@ func (n *fileNode) headLocked(ctx context.Context, checked bool) (*meta.Version,
 		n.fsys.j.settle(key)
 		if checked {
 			if st, ok := n.fsys.peek(dirOf(key), key); ok && st.File != nil {
-				v = st.File
-				break
+				return st.File, 0
 			}
 		}
 		v, err := n.fsys.svc.Head(ctx, n.fsys.bucket, key, "")
@@ -193,7 +198,6 @@ func (n *fileNode) headLocked(ctx context.Context, checked bool) (*meta.Version,
 	case v == nil:
 		return nil, syscall.ENOENT
 	}
-	// A change shares the version's bytes, so it needs them.
 	w, err := n.fsys.whole(ctx, v)
 	if err != nil {
 		return nil, n.fsys.errno("stat "+v.Key, err)

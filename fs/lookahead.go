@@ -208,14 +208,29 @@ func (f *fsys) statChange(ctx context.Context, key string) (object.Node, error) 
 // small file's row is its inline bytes. A version still queued is the
 // journal's; one committed is read again by its id (see
 // object.Service.Whole): should it commit in between, the store has it.
+// A queued version that shares another's bytes by naming it (a rename,
+// a chmod) has the bytes of the version named, queued or committed.
 func (f *fsys) whole(ctx context.Context, v *meta.Version) (*meta.Version, error) {
 	if !v.NoManifest {
 		return v, nil
 	}
-	if q := f.j.queued(v.Key, v.ID); q != nil {
+	q := f.j.queued(v.Key, v.ID)
+	switch {
+	case q == nil:
+		return f.svc.Whole(ctx, f.bucket, v)
+	case q.ManifestOf == nil:
 		return q, nil
 	}
-	return f.svc.Whole(ctx, f.bucket, v)
+	o, err := f.whole(ctx, &meta.Version{Key: q.ManifestOf.Key, ID: q.ManifestOf.ID, NoManifest: true})
+	if err != nil {
+		// q may have committed meanwhile and removed the version it
+		// named (a rename in an unversioned bucket): the store has q.
+		if w, werr := f.svc.Whole(ctx, f.bucket, v); werr == nil {
+			return w, nil
+		}
+		return nil, err
+	}
+	return q.Sharing(o)
 }
 
 // light returns v without its manifest, as a listing returns it (a copy;
