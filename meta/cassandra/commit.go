@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/stratafs/stratafs/meta"
 )
@@ -31,15 +32,30 @@ func (s *Store) Commit(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) 
 	if err != nil {
 		return fmt.Errorf("commit %s: %w", b.Name, err)
 	}
-	puts := make([][]byte, len(ms))
-	for i, m := range ms {
-		err := m.Validate()
-		if err == nil && m.Put != nil {
-			puts[i], err = s.marshalPut(ctx, b, m.Put)
-		}
-		if err != nil {
+	for _, m := range ms {
+		if err := m.Validate(); err != nil {
 			return fmt.Errorf("commit %s/%s: %w", b.Name, m.Key, err)
 		}
+	}
+	// Puts that share another row's manifest read it first: a directory
+	// renamed in the mount makes a commit of thousands.
+	puts := make([][]byte, len(ms))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i, m := range ms {
+		if m.Put == nil {
+			continue
+		}
+		g.Go(func() error {
+			var err error
+			if puts[i], err = s.marshalPut(gctx, b, m.Put); err != nil {
+				return fmt.Errorf("commit %s/%s: %w", b.Name, m.Key, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	// The bucket check runs beside the first reads; writes wait for it.
 	// Commit waits for it whatever happens, so it never outlives the call.
