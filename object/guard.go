@@ -2,6 +2,7 @@ package object
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -91,18 +92,37 @@ func (s *Service) guarded(ctx context.Context, refs func() ([]data.ChunkID, erro
 	return commit()
 }
 
-// rowChunks lists the chunks the rows that ms write reference.
-func rowChunks(ms []meta.Mutation) ([]data.ChunkID, error) {
+// rowChunks lists the chunks the rows that ms write into b reference. A
+// row that shares the manifest of another (meta.Version.ManifestOf, a
+// rename in the mount) references that row's chunks, read here: rows never
+// change, so they are the chunks the commit gives the new row, or the
+// commit fails because the row is gone. A rename moving a key's only row
+// behind the collector's scan is what the guard is for.
+func (s *Service) rowChunks(ctx context.Context, b meta.Bucket, ms []meta.Mutation) ([]data.ChunkID, error) {
 	var ids []data.ChunkID
 	for _, m := range ms {
-		if m.Put == nil || len(m.Put.Manifest) == 0 {
+		if m.Put == nil {
 			continue
 		}
-		man, err := data.DecodeManifest(m.Put.Manifest)
+		man := m.Put.Manifest
+		if ref := m.Put.ManifestOf; ref != nil {
+			v, err := s.meta.Get(ctx, b, ref.Key, ref.ID)
+			switch {
+			case errors.Is(err, meta.ErrNoSuchVersion):
+				continue // the commit fails, or the row is one ms writes
+			case err != nil:
+				return nil, err
+			}
+			man = v.Manifest
+		}
+		if len(man) == 0 {
+			continue
+		}
+		dm, err := data.DecodeManifest(man)
 		if err != nil {
 			return nil, err
 		}
-		ids = append(ids, man.ChunkIDs()...)
+		ids = append(ids, dm.ChunkIDs()...)
 	}
 	return ids, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stratafs/stratafs/data"
 	"github.com/stratafs/stratafs/meta"
+	"github.com/stratafs/stratafs/object"
 )
 
 // TestReadersHoldChunks: every way of opening a version holds its chunks
@@ -78,4 +79,59 @@ func TestReadersHoldChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	body.Close()
+}
+
+// TestGuardSeesSharedChunks: a rename or a change of attributes of a
+// version known by its attributes only names the version whose bytes it
+// shares, and the collector's guard is still shown those bytes' chunks
+// before the commit (a rename may move a key's only row behind the
+// collector's scan); a guard that refuses them aborts the commit.
+func TestGuardSeesSharedChunks(t *testing.T) {
+	f := newFixture(t, meta.Unversioned)
+	v := f.put("k", randBytes(2*chunk+7))
+	m, err := data.DecodeManifest(v.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := m.ChunkIDs()
+	listed := *v
+	listed.DropManifest()
+
+	gone := errors.New("collected")
+	var shown []data.ChunkID
+	refuse := false
+	remove := f.svc.GuardChunks(func(_ context.Context, got []data.ChunkID) error {
+		shown = got
+		if refuse {
+			return gone
+		}
+		return nil
+	})
+	defer remove()
+	expectShown := func(op string) {
+		t.Helper()
+		if len(shown) != len(want) {
+			t.Fatalf("%s: guard shown %d chunks, want the %d shared", op, len(shown), len(want))
+		}
+		for i := range want {
+			if shown[i] != want[i] {
+				t.Fatalf("%s: guard shown chunk %s, want %s", op, shown[i], want[i])
+			}
+		}
+		shown = nil
+	}
+
+	refuse = true
+	if _, err := f.svc.RenameVersion(f.ctx, "bkt", &listed, "moved", ""); !errors.Is(err, gone) {
+		t.Fatalf("rename refused by the guard: %v", err)
+	}
+	expectShown("refused rename")
+	if _, err := f.svc.Head(f.ctx, "bkt", "moved", ""); !errors.Is(err, meta.ErrNoSuchKey) {
+		t.Fatalf("destination of a refused rename: %v", err)
+	}
+	refuse = false
+	if _, err := f.svc.ReplaceAttrs(f.ctx, "bkt", &listed, object.Attrs{UserMeta: map[string]string{"a": "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	expectShown("change of attributes")
 }

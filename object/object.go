@@ -258,7 +258,7 @@ func (s *Service) commit(ctx context.Context, b meta.Bucket, v *meta.Version, ch
 // rows reference to the collector's guard, writes the mutations and then
 // tells the watchers which keys changed.
 func (s *Service) apply(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) error {
-	refs := func() ([]data.ChunkID, error) { return rowChunks(ms) }
+	refs := func() ([]data.ChunkID, error) { return s.rowChunks(ctx, b, ms) }
 	if err := s.guarded(ctx, refs, func() error { return s.meta.Commit(ctx, b, ms...) }); err != nil {
 		if errors.Is(err, meta.ErrNoSuchBucket) {
 			// Deleted, or deleted and created again, by another process
