@@ -11,17 +11,24 @@ import (
 	"github.com/stratafs/stratafs/object"
 )
 
+// putChunked puts a body of three chunks at key and returns its version
+// and their ids.
+func (f *fixture) putChunked(key string) (*meta.Version, []data.ChunkID) {
+	f.t.Helper()
+	v := f.put(key, randBytes(2*chunk+7))
+	m, err := data.DecodeManifest(v.Manifest)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return v, m.ChunkIDs()
+}
+
 // TestReadersHoldChunks: every way of opening a version holds its chunks
 // until closed, a guard installed by a collector is shown them and can
 // refuse the open, and a refused open holds nothing.
 func TestReadersHoldChunks(t *testing.T) {
 	f := newFixture(t, meta.Enabled)
-	v := f.put("k", randBytes(2*chunk+7))
-	m, err := data.DecodeManifest(v.Manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := m.ChunkIDs()
+	v, ids := f.putChunked("k")
 	held := func() int {
 		n := 0
 		for _, id := range ids {
@@ -88,12 +95,7 @@ func TestReadersHoldChunks(t *testing.T) {
 // collector's scan); a guard that refuses them aborts the commit.
 func TestGuardSeesSharedChunks(t *testing.T) {
 	f := newFixture(t, meta.Unversioned)
-	v := f.put("k", randBytes(2*chunk+7))
-	m, err := data.DecodeManifest(v.Manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := m.ChunkIDs()
+	v, want := f.putChunked("k")
 	listed := *v
 	listed.DropManifest()
 
