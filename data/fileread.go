@@ -120,6 +120,8 @@ func (r *fileReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+func (r *fileReader) Ready() error { return ready(r.piece()) }
+
 // WriteTo writes the rest of the range to w, handing it the chunk files
 // themselves (see fileReader).
 func (r *fileReader) WriteTo(w io.Writer) (int64, error) {

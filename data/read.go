@@ -146,6 +146,12 @@ func (r *ReaderAt) section(ctx context.Context, off, end int64) io.Reader {
 type Stream interface {
 	io.ReadCloser
 	io.WriterTo
+	// Ready waits until the first byte can be read: the first chunk's
+	// file opened, or its first piece fetched. It reports a store that
+	// cannot answer while the caller has promised nothing yet (an HTTP
+	// status), rather than in the middle of a response. An empty range
+	// is ready.
+	Ready() error
 }
 
 // NewReader streams the bytes [off, off+n) of m (n < 0: to the end). From
@@ -178,6 +184,7 @@ func NewReader(ctx context.Context, s Store, m *Manifest, off, n int64) Stream {
 type inline struct{ *bytes.Reader }
 
 func (inline) Close() error { return nil }
+func (inline) Ready() error { return nil }
 
 // errReader fails every Read.
 type errReader struct{ err error }
@@ -185,6 +192,7 @@ type errReader struct{ err error }
 func (e errReader) Read([]byte) (int, error)         { return 0, e.err }
 func (e errReader) WriteTo(io.Writer) (int64, error) { return 0, e.err }
 func (e errReader) Close() error                     { return nil }
+func (e errReader) Ready() error                     { return e.err }
 
 // A piece is a buffer of fetched bytes, or the error that ended fetching.
 type piece struct {
@@ -280,6 +288,17 @@ func (r *reader) next() error {
 		}
 	}
 	return nil
+}
+
+func (r *reader) Ready() error { return ready(r.next()) }
+
+// ready is the error of Ready given the error of making the first byte
+// current: the end of the range is no error.
+func ready(err error) error {
+	if err == io.EOF {
+		return nil
+	}
+	return err
 }
 
 // consume drops the first n bytes of the current piece.

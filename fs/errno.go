@@ -18,6 +18,10 @@ func (f *fsys) errno(op string, err error) syscall.Errno {
 	switch {
 	case err == nil:
 		return 0
+	case errors.Is(err, meta.ErrUnavailable), errors.Is(err, data.ErrUnavailable):
+		// A store did not answer: EIO, logged below, even when the
+		// error also carries the errno of a vanished disk (ENOENT) or
+		// the deadline the store gave up at.
 	case errors.As(err, &e): // a commit check's verdict, or the staging disk's
 		return e
 	case meta.IsNotFound(err), errors.Is(err, meta.ErrDeleteMarker), errors.Is(err, meta.ErrNoSuchBucket):
@@ -28,9 +32,6 @@ func (f *fsys) errno(op string, err error) syscall.Errno {
 		return syscall.EXDEV
 	case errors.Is(err, meta.ErrConflict):
 		return syscall.EAGAIN
-	case errors.Is(err, meta.ErrUnavailable), errors.Is(err, data.ErrUnavailable):
-		// A store did not answer: EIO, logged below, even when the
-		// error also carries the deadline the store gave up at.
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return syscall.EINTR
 	}

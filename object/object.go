@@ -379,7 +379,14 @@ func (s *Service) Open(ctx context.Context, v *meta.Version, off, n int64) (io.R
 		return nil, 0, fmt.Errorf("version %s: %w", v.WireID(), err)
 	}
 	body := data.NewReader(ctx, s.data, m, off, n)
-	return heldStream{&heldBody{ReadCloser: body, hold: h}, body}, n, nil
+	held := heldStream{&heldBody{ReadCloser: body, hold: h}, body}
+	// A chunk store that cannot answer fails the open, before anything
+	// is promised to the client (S3 answers 503, not a cut response).
+	if err := body.Ready(); err != nil {
+		held.Close()
+		return nil, 0, fmt.Errorf("version %s: %w", v.WireID(), err)
+	}
+	return held, n, nil
 }
 
 // heldStream is a heldBody that keeps its stream's WriteTo, which io.Copy

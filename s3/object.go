@@ -77,16 +77,26 @@ func (h *Handler) readObject(w http.ResponseWriter, q *request, withBody bool) e
 		hdr.Set("Content-Range", fmt.Sprintf("bytes */%d", v.Size))
 		return err
 	}
+	if !partial {
+		off, n = 0, v.Size
+	}
+	// The body opens before any header of the object is set: a chunk
+	// store that cannot answer is then an error response of its own, not
+	// one carrying the object's length and checksums.
+	var body io.ReadCloser
+	if withBody {
+		if body, _, err = h.svc.Open(q.ctx, v, off, n); err != nil {
+			return err
+		}
+		defer body.Close()
+	}
 	status := http.StatusOK
 	if partial {
 		status = http.StatusPartialContent
 		hdr.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, v.Size))
-	} else {
-		off, n = 0, v.Size
+	} else if strings.EqualFold(q.r.Header.Get("X-Amz-Checksum-Mode"), "ENABLED") {
 		// Sums cover the whole object: S3 sends them only for whole reads.
-		if strings.EqualFold(q.r.Header.Get("X-Amz-Checksum-Mode"), "ENABLED") {
-			setChecksumHeaders(hdr, v.Checksums)
-		}
+		setChecksumHeaders(hdr, v.Checksums)
 	}
 	setVersionHeaders(hdr, v)
 	h.setVersionID(q, hdr, "x-amz-version-id", q.bucket, v)
@@ -96,16 +106,10 @@ func (h *Handler) readObject(w http.ResponseWriter, q *request, withBody bool) e
 	applyOverrides(hdr, q)
 	hdr.Set("Accept-Ranges", "bytes")
 	hdr.Set("Content-Length", strconv.FormatInt(n, 10))
+	w.WriteHeader(status)
 	if !withBody {
-		w.WriteHeader(status)
 		return nil
 	}
-	body, _, err := h.svc.Open(q.ctx, v, off, n)
-	if err != nil {
-		return err
-	}
-	defer body.Close()
-	w.WriteHeader(status)
 	if _, err := io.Copy(w, body); err != nil {
 		return fmt.Errorf("sending %s/%s: %w: %w", q.bucket, q.key, errAborted, err)
 	}

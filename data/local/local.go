@@ -110,6 +110,39 @@ func (s *Store) clean(cutoff time.Time) error {
 	return nil
 }
 
+// gone wraps err, from a file operation under the store, in
+// data.ErrUnavailable when the store's directories are not there (the
+// disk unmounted or detached) or the disk fails to read or write (EIO):
+// such a failure is the store's, not the chunk's, and may pass once the
+// disk is back. The front ends answer it as an outage (S3 503, EIO), not
+// as a missing chunk or an internal error, and the mount's journal keeps
+// retrying the changes it holds.
+func (s *Store) gone(err error) error {
+	if err == nil || errors.Is(err, data.ErrUnavailable) {
+		return err
+	}
+	if errors.Is(err, syscall.EIO) || errors.Is(err, fs.ErrNotExist) && !s.present() {
+		return fmt.Errorf("%w: %w", data.ErrUnavailable, err)
+	}
+	return err
+}
+
+// missing reports whether err, passed through gone, says that a file is
+// absent from a store that is there.
+func missing(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) && !errors.Is(err, data.ErrUnavailable)
+}
+
+// present reports whether the store's directories are there.
+func (s *Store) present() bool {
+	for _, d := range []string{s.chunks, s.tmp} {
+		if _, err := os.Stat(d); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // path returns where chunk id lives.
 func (s *Store) path(id data.ChunkID) string {
 	h := id.String()
@@ -140,7 +173,7 @@ func (s *Store) Put(ctx context.Context, id data.ChunkID, b []byte) error {
 func (s *Store) CreateChunk(id data.ChunkID) (data.ChunkWriter, error) {
 	f, err := os.CreateTemp(s.tmp, "")
 	if err != nil {
-		return nil, fmt.Errorf("put chunk %s: %w", id, err)
+		return nil, fmt.Errorf("put chunk %s: %w", id, s.gone(err))
 	}
 	w := &chunkWriter{s: s, id: id, f: f}
 	if !s.buffered.Load() {
@@ -184,7 +217,7 @@ func (w *chunkWriter) Write(b []byte) (int, error) {
 	n, err := w.s.write(w.f, b)
 	w.off += int64(n)
 	if err != nil {
-		err = fmt.Errorf("put chunk %s: %w", w.id, err)
+		err = fmt.Errorf("put chunk %s: %w", w.id, w.s.gone(err))
 	}
 	return n, err
 }
@@ -218,7 +251,7 @@ func (w *chunkWriter) Commit(ctx context.Context) error {
 		os.Remove(p) // in place, but maybe not after a crash
 	}
 	if err != nil {
-		return fmt.Errorf("put chunk %s: %w", w.id, err)
+		return fmt.Errorf("put chunk %s: %w", w.id, w.s.gone(err))
 	}
 	return nil
 }
@@ -258,7 +291,7 @@ func (s *Store) ReadAt(ctx context.Context, id data.ChunkID, p []byte, off int64
 	defer f.Close()
 	n, err := f.ReadAt(p, off)
 	if err != nil && err != io.EOF {
-		err = fmt.Errorf("read chunk %s: %w", id, err)
+		err = fmt.Errorf("read chunk %s: %w", id, s.gone(err))
 	}
 	return n, err
 }
@@ -268,8 +301,8 @@ var _ data.FileStore = (*Store)(nil)
 // OpenChunk opens the file of chunk id for reading.
 func (s *Store) OpenChunk(id data.ChunkID) (*os.File, error) {
 	f, err := os.Open(s.path(id))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	switch err = s.gone(err); {
+	case missing(err):
 		return nil, fmt.Errorf("chunk %s: %w", id, data.ErrNoSuchChunk)
 	case err != nil:
 		return nil, fmt.Errorf("read chunk %s: %w", id, err)
@@ -280,7 +313,7 @@ func (s *Store) OpenChunk(id data.ChunkID) (*os.File, error) {
 // Delete removes chunk id. It does not flush the directory: a chunk that
 // reappears after a crash is garbage the collector removes again.
 func (s *Store) Delete(ctx context.Context, id data.ChunkID) error {
-	if err := os.Remove(s.path(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.gone(os.Remove(s.path(id))); err != nil && !missing(err) {
 		return fmt.Errorf("delete chunk %s: %w", id, err)
 	}
 	return nil
@@ -291,7 +324,7 @@ func (s *Store) Delete(ctx context.Context, id data.ChunkID) error {
 func (s *Store) Walk(ctx context.Context, fn func(id data.ChunkID, size int64, modified time.Time) error) error {
 	dirs, err := os.ReadDir(s.chunks)
 	if err != nil {
-		return fmt.Errorf("walk chunks: %w", err)
+		return fmt.Errorf("walk chunks: %w", s.gone(err))
 	}
 	for _, d := range dirs {
 		if d.IsDir() {

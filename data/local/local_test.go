@@ -208,3 +208,56 @@ func (s *sampler) Read(p []byte) (int, error) {
 	}
 	return k, err
 }
+
+// TestDiskGone: with the store's directories gone (its disk unmounted),
+// or a disk failing with EIO, every operation fails with
+// data.ErrUnavailable, never data.ErrNoSuchChunk (which would say a
+// chunk was lost), and nothing is deleted; once they are back, it works
+// as before.
+func TestDiskGone(t *testing.T) {
+	ctx := context.Background()
+	disk := t.TempDir()
+	dir := filepath.Join(disk, "data")
+	s := open(t, dir)
+	id := data.NewChunkID()
+	body := storetest.Random(1, 1000)
+	if err := s.Put(ctx, id, body); err != nil {
+		t.Fatal(err)
+	}
+	away := filepath.Join(disk, "away")
+	if err := os.Rename(dir, away); err != nil {
+		t.Fatal(err)
+	}
+	unavailable := func(op string, err error) {
+		t.Helper()
+		if !errors.Is(err, data.ErrUnavailable) || errors.Is(err, data.ErrNoSuchChunk) {
+			t.Errorf("%s: %v, want ErrUnavailable", op, err)
+		}
+	}
+	_, err := s.ReadAt(ctx, id, make([]byte, 10), 0)
+	unavailable("ReadAt with the disk gone", err)
+	_, err = s.OpenChunk(id)
+	unavailable("OpenChunk with the disk gone", err)
+	unavailable("Put with the disk gone", s.Put(ctx, data.NewChunkID(), body))
+	unavailable("Delete with the disk gone", s.Delete(ctx, id))
+	unavailable("Walk with the disk gone", s.Walk(ctx, func(data.ChunkID, int64, time.Time) error { return nil }))
+
+	if err := os.Rename(away, dir); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(body))
+	if n, err := s.ReadAt(ctx, id, got, 0); n != len(body) || !bytes.Equal(got, body) {
+		t.Fatalf("ReadAt with the disk back: %d bytes, %v", n, err)
+	}
+	if _, err := s.ReadAt(ctx, data.NewChunkID(), got, 0); !errors.Is(err, data.ErrNoSuchChunk) || errors.Is(err, data.ErrUnavailable) {
+		t.Fatalf("ReadAt of a chunk never written: %v, want ErrNoSuchChunk", err)
+	}
+	if err := s.Delete(ctx, data.NewChunkID()); err != nil {
+		t.Fatalf("Delete of a chunk never written: %v", err)
+	}
+
+	s.write = func(f *os.File, b []byte) (int, error) {
+		return 0, &fs.PathError{Op: "write", Path: f.Name(), Err: syscall.EIO}
+	}
+	unavailable("Put on a failing disk", s.Put(ctx, data.NewChunkID(), body))
+}
