@@ -14,7 +14,12 @@
 // chunk list) is kept in an M entry beside its row, written and removed
 // with it: the V rows of a key then share a page, so a delete marker or
 // a rename does not rewrite the old row's bytes (store.go says what that
-// saved). Rows written whole before 2026-12-04 read as they are.
+// saved). Rows written whole before 2026-12-04 read as they are. A row
+// that shares another's manifest (meta.Version.ManifestOf: a rename or a
+// chmod in the mount) gets a copy of that row's manifest, taken in the
+// commit's transaction (an M entry is copied as stored, never decoded);
+// rows never share an entry, so removing a row removes its M entry and
+// nothing else.
 //
 // # Decision: the live index (C)
 //
