@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -42,6 +43,31 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// chunksField is the number of Manifest.chunks in manifest.proto
+// (TestChunked checks it against the generated descriptor).
+const chunksField protowire.Number = 2
+
+// Chunked reports whether the encoded manifest b has any chunk range: a
+// reader of it must hold those chunks against the collector, and one of a
+// manifest without (a small object's inline bytes) holds nothing. It walks
+// the fields' tags only, neither decoding nor copying the inline bytes.
+// An encoding it cannot walk counts as chunked, so that the caller decodes
+// it and DecodeManifest reports it.
+func Chunked(b []byte) bool {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || num == chunksField {
+			return true
+		}
+		b = b[n:]
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return true
+		}
+		b = b[n:]
+	}
+	return false
 }
 
 // validate checks that m's pieces add up: every range arithmetic in this

@@ -99,6 +99,10 @@ func FuzzDecodeManifest(f *testing.F) {
 			}
 			return
 		}
+		// A reader holds chunks on Chunked's word: it must never miss one.
+		if len(m.Chunks) > 0 && !data.Chunked(b) {
+			t.Fatalf("Chunked = false for a manifest of %d chunk ranges", len(m.Chunks))
+		}
 		enc, err := data.EncodeManifest(m)
 		if err != nil {
 			t.Fatalf("decoded manifest does not encode: %v", err)
@@ -322,5 +326,30 @@ func TestOverwriteShortBody(t *testing.T) {
 	}
 	if s.len() != stored {
 		t.Fatalf("failed Overwrite left %d chunks behind", s.len()-stored)
+	}
+}
+
+// TestChunked: Chunked tells manifests with chunk ranges (holes count)
+// from those without, as decoding them does, and takes what it cannot
+// walk for chunked.
+func TestChunked(t *testing.T) {
+	if n := (&data.Manifest{}).ProtoReflect().Descriptor().Fields().ByName("chunks").Number(); n != 2 {
+		t.Fatalf("Manifest.chunks is field %d; data.Chunked looks for 2", n)
+	}
+	for _, m := range append(slices.Clone(validManifests), &data.Manifest{Size: 4096, Inline: bytes.Repeat([]byte("x"), 4096)}) {
+		b, err := data.EncodeManifest(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := data.Chunked(b), len(m.Chunks) > 0; got != want {
+			t.Errorf("Chunked(%v) = %v, want %v", m, got, want)
+		}
+	}
+	b, err := data.EncodeManifest(&data.Manifest{Size: 3, Inline: []byte("abc")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !data.Chunked(b[:len(b)-1]) {
+		t.Error("Chunked of a truncated encoding: false, want true (the decoder reports it)")
 	}
 }

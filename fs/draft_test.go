@@ -149,3 +149,47 @@ func TestSmallFilesAreHeld(t *testing.T) {
 		commitAndCheck(t, f, d, want, tc.name)
 	}
 }
+
+// TestSmallBaseReadLazily: a draft of a version whose bytes are all in
+// its row makes its reader of them only when it first reads them, and
+// then reads them right; a draft of a chunked version holds the chunks
+// against the collector at once.
+func TestSmallBaseReadLazily(t *testing.T) {
+	f := newTestFsys(t)
+	ctx := context.Background()
+	key := func() (string, bool) { return "k", true }
+	for _, tc := range []struct {
+		name    string
+		size    int
+		chunked bool
+	}{
+		{"inline", 3000, false},
+		{"chunked", 200 << 10, true},
+	} {
+		body := bytes.Repeat([]byte(tc.name), tc.size/len(tc.name))
+		v, err := f.svc.Put(ctx, "bkt", "k", bytes.NewReader(body), object.PutOptions{Size: int64(len(body))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := f.newDraft(v, object.Attrs{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.close()
+		if held := d.baseR != nil; held != tc.chunked {
+			t.Fatalf("%s: base reader made at once: %v, want %v", tc.name, held, tc.chunked)
+		}
+		if err := d.writeAt([]byte("!"), 10, key); err != nil {
+			t.Fatal(err)
+		}
+		want := bytes.Clone(body)
+		want[10] = '!'
+		got := make([]byte, len(want))
+		if n, err := d.readAt(ctx, got, 0); n != len(want) || err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: the draft reads %d bytes, %v; want the base with one byte written", tc.name, n, err)
+		}
+		if d.baseR == nil {
+			t.Fatalf("%s: no base reader after reading the base", tc.name)
+		}
+	}
+}
