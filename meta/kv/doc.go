@@ -13,13 +13,13 @@
 // manifest longer than manifestApart (a small file's bytes, a big file's
 // chunk list) is kept in an M entry beside its row, written and removed
 // with it: the V rows of a key then share a page, so a delete marker or
-// a rename does not rewrite the old row's bytes (store.go says what that
+// a rename does not rewrite the old row's bytes (manifest.go says what that
 // saved). Rows written whole before 2026-12-04 read as they are. A row
 // that shares another's manifest (meta.Version.ManifestOf: a rename or a
-// chmod in the mount) gets a copy of that row's manifest, taken in the
-// commit's transaction (an M entry is copied as stored, never decoded);
-// rows never share an entry, so removing a row removes its M entry and
-// nothing else.
+// chmod in the mount) reads that row's M entry through an S entry of its
+// own, and an H entry counts the rows reading an M entry when more than
+// one does: the entry goes with the last of them (manifest.go). A
+// manifest short enough to stay in its row is copied instead.
 //
 // # Decision: the live index (C)
 //

@@ -3,18 +3,23 @@ package kv
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/stratafs/stratafs/meta"
 )
 
-// CheckIndexes verifies that the C, N and M entries of bucket bid are
-// exactly what its V rows imply: C holds the attributes of each key's
+// CheckIndexes verifies that the C, N, M, S and H entries of bucket bid
+// are exactly what its V rows imply: C holds the attributes of each key's
 // first row unless that is a delete marker, N the id of each key's null
-// row, M the manifest of each row that keeps it apart, and nothing else.
+// row; each row that keeps its manifest apart reads it from its own M
+// entry or from the one its S entry names, every M entry is read by some
+// row, H counts the rows reading an M entry when they are not one; and
+// nothing else.
 func CheckIndexes(s meta.Store, bid uint64) error {
 	return s.(*Store).e.View(context.Background(), func(tx Txn) error {
-		wantC, wantN, wantM := map[string][]byte{}, map[string][]byte{}, map[string]bool{}
+		wantC, wantN := map[string][]byte{}, map[string][]byte{}
+		var apart []meta.RowRef
 		seen := map[string]bool{}
 		start, end := prefixRange(spaceVersion, bid, "")
 		var err error
@@ -29,7 +34,7 @@ func CheckIndexes(s meta.Store, bid uint64) error {
 				return false
 			}
 			if meta.IsApart(v) {
-				wantM[string(manifestKey(bid, key, id))] = true
+				apart = append(apart, meta.RowRef{Key: key, ID: id})
 			}
 			if !seen[key] && !row.DeleteMarker {
 				wantC[key] = bytes.Clone(meta.VersionAttrs(v))
@@ -55,14 +60,63 @@ func CheckIndexes(s meta.Store, bid uint64) error {
 		if err := checkSpace(tx, spaceNull, bid, wantN); err != nil {
 			return err
 		}
-		n, err := eachEntry(tx, spaceManifest, bid, func(k, v []byte) error {
-			if !wantM[string(k)] || len(v) <= manifestApart {
-				return fmt.Errorf("manifest entry %x of %d bytes belongs to no row kept apart", k, len(v))
+		// readers counts the rows reading each M entry, by its key.
+		readers, sharing := map[string]int64{}, map[string]bool{}
+		for _, r := range apart {
+			home, err := homeOf(tx, bid, r.Key, r.ID)
+			if err != nil {
+				return err
+			}
+			if home == nil {
+				home = &r
+			} else {
+				sharing[string(rowKey(spaceShared, bid, r.Key, r.ID))] = true
+				if h, err := homeOf(tx, bid, home.Key, home.ID); err != nil || h != nil {
+					return fmt.Errorf("row %q@%s shares %q@%s, itself sharing (%v)", r.Key, r.ID, home.Key, home.ID, err)
+				}
+			}
+			readers[string(manifestKey(bid, home.Key, home.ID))]++
+		}
+		n, err := eachEntry(tx, spaceShared, bid, func(k, _ []byte) error {
+			if !sharing[string(k)] {
+				return fmt.Errorf("shared entry %x belongs to no row kept apart", k)
 			}
 			return nil
 		})
-		if err == nil && n != len(wantM) {
-			err = fmt.Errorf("%d manifest entries, want %d", n, len(wantM))
+		if err != nil {
+			return err
+		}
+		many := 0
+		for _, c := range readers {
+			if c > 1 {
+				many++
+			}
+		}
+		m, err := eachEntry(tx, spaceHolders, bid, func(k, v []byte) error {
+			_, key, id, err := decodeRowKey(k, spaceHolders)
+			if err != nil {
+				return err
+			}
+			want := readers[string(manifestKey(bid, key, id))]
+			if len(v) != 8 || int64(binary.BigEndian.Uint64(v)) != want || want < 2 {
+				return fmt.Errorf("holder count %x of %q@%s, want %d rows (written when more than one)", v, key, id, want)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if n != len(sharing) || m != many {
+			return fmt.Errorf("%d shared entries and %d holder counts, want %d and %d", n, m, len(sharing), many)
+		}
+		n, err = eachEntry(tx, spaceManifest, bid, func(k, v []byte) error {
+			if readers[string(k)] == 0 || len(v) <= manifestApart {
+				return fmt.Errorf("manifest entry %x of %d bytes is read by no row kept apart", k, len(v))
+			}
+			return nil
+		})
+		if err == nil && n != len(readers) {
+			err = fmt.Errorf("%d manifest entries, want %d", n, len(readers))
 		}
 		return err
 	})

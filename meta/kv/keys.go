@@ -20,6 +20,10 @@ import (
 //	                         manifest over manifestApart bytes is kept in M
 //	                         (meta.MarshalVersionApart)
 //	M bid key id           → the manifest of the V row (key, id), kept apart
+//	S bid key id           → key|id: the row whose M entry the V row (key, id)
+//	                         reads (manifest.go)
+//	H bid key id           → how many rows read the M entry (key, id), if
+//	                         not one (manifest.go)
 //	C bid key              → the key's first V row while it is not a delete marker
 //	N bid key              → the id of the key's null row
 //	U bid key upload       → MarshalUpload: (key, upload id) order, as S3 lists them
@@ -35,6 +39,8 @@ const (
 	spaceBucket    byte = 'B'
 	spaceVersion   byte = 'V'
 	spaceManifest  byte = 'M'
+	spaceShared    byte = 'S'
+	spaceHolders   byte = 'H'
 	spaceLive      byte = 'C'
 	spaceNull      byte = 'N'
 	spaceUpload    byte = 'U'
@@ -88,14 +94,20 @@ func keyKey(space byte, bid uint64, key string) []byte {
 	return appendString(bucketSpace(space, bid, len(key)+2+idLen), key)
 }
 
+// rowKey is space|bid|key|id: the V row (key, id), or an entry kept
+// beside it (M, S, H).
+func rowKey(space byte, bid uint64, key string, id meta.VersionID) []byte {
+	return append(keyKey(space, bid, key), id[:]...)
+}
+
 // versionKey is the key of the V row (key, id).
 func versionKey(bid uint64, key string, id meta.VersionID) []byte {
-	return append(keyKey(spaceVersion, bid, key), id[:]...)
+	return rowKey(spaceVersion, bid, key, id)
 }
 
 // manifestKey is the key of the M entry of the V row (key, id).
 func manifestKey(bid uint64, key string, id meta.VersionID) []byte {
-	return append(keyKey(spaceManifest, bid, key), id[:]...)
+	return rowKey(spaceManifest, bid, key, id)
 }
 
 // uploadKey is space|bid|key|id: the U entry of upload id of key, or with
@@ -201,7 +213,12 @@ func decodeKeyKey(k []byte, space byte) (bid uint64, key string, err error) {
 
 // decodeVersionKey is the inverse of versionKey.
 func decodeVersionKey(k []byte) (bid uint64, key string, id meta.VersionID, err error) {
-	bid, rest, err := readSpace(k, spaceVersion)
+	return decodeRowKey(k, spaceVersion)
+}
+
+// decodeRowKey is the inverse of rowKey.
+func decodeRowKey(k []byte, space byte) (bid uint64, key string, id meta.VersionID, err error) {
+	bid, rest, err := readSpace(k, space)
 	if err != nil {
 		return 0, "", id, err
 	}

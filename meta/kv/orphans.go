@@ -10,7 +10,7 @@ import (
 )
 
 // bucketSpaces are the spaces whose keys start with a bucket id.
-var bucketSpaces = []byte{spaceVersion, spaceManifest, spaceLive, spaceNull, spaceUpload, spacePart}
+var bucketSpaces = []byte{spaceVersion, spaceManifest, spaceShared, spaceHolders, spaceLive, spaceNull, spaceUpload, spacePart}
 
 // orphanBatch bounds the keys one DropOrphan deletes, so that its
 // transaction stays small (TiKV limits a transaction's size).

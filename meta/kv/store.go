@@ -195,80 +195,6 @@ func (s *Store) Commit(ctx context.Context, b meta.Bucket, ms ...meta.Mutation) 
 	})
 }
 
-// manifestApart is the length past which a row's manifest is kept in an
-// M entry of its own. A small file's bytes (up to 4 KiB) are most of its
-// row: kept in it, they made bbolt's leaves hold one or two rows each, so
-// that a delete marker or a rename rewrote the old row's 8 KiB leaf and
-// its bytes again. Apart, a row is a hundred-odd bytes and its key's rows
-// share a page. Measured on 2026-12-04 (3 alternating runs each): a mount
-// rename of a 4 KiB file (BenchmarkMountRename) 6 % less CPU and 28 %
-// less garbage; S3 4 KiB PUT and GET 0–10 % more server CPU (one more
-// entry to write or read), 2–4 % fewer objects/s. A rename in the mount
-// copies the bytes from one M entry to another without decoding them
-// (see shared).
-const manifestApart = 512
-
-// An encoded row, as V and M keep it: man is nil unless the manifest is
-// kept apart.
-type encoded struct{ row, man []byte }
-
-func encode(v *meta.Version) (encoded, error) {
-	if len(v.Manifest) <= manifestApart {
-		row, err := meta.MarshalVersion(v)
-		return encoded{row: row}, err
-	}
-	row, err := meta.MarshalVersionApart(v)
-	return encoded{row, v.Manifest}, err
-}
-
-// manifestOf returns the manifest kept apart of row, the stored row (key,
-// id); nil if row holds its own.
-func manifestOf(tx Txn, bid uint64, key string, id meta.VersionID, row []byte) ([]byte, error) {
-	if !meta.IsApart(row) {
-		return nil, nil
-	}
-	man, err := tx.Get(manifestKey(bid, key, id))
-	if err == nil && man == nil {
-		err = fmt.Errorf("%w: row %q@%s has no manifest", meta.ErrCorrupt, key, id)
-	}
-	return man, err
-}
-
-// shared returns p, a row whose ManifestOf names another, with that
-// row's manifest, and encoded. A manifest kept apart is copied as stored,
-// never decoded: a rename of a small file moves its bytes from one M
-// entry to another and no further. It reads the row as getRow does but
-// decodes only what it needs: through getRow (which decodes every
-// attribute) BenchmarkRenamePrepared took 53–57 µs of CPU per 4 KiB
-// rename instead of 51.
-func shared(tx Txn, bid uint64, p *meta.Version) (*meta.Version, encoded, error) {
-	ref := p.ManifestOf
-	row, err := tx.Get(versionKey(bid, ref.Key, ref.ID))
-	if err != nil {
-		return nil, encoded{}, err
-	}
-	var origin *meta.Version
-	if row != nil {
-		man, err := manifestOf(tx, bid, ref.Key, ref.ID, row)
-		switch {
-		case err != nil:
-			return nil, encoded{}, err
-		case man != nil: // a row with a manifest apart is no delete marker
-			origin = &meta.Version{Manifest: bytes.Clone(man)}
-		default:
-			if origin, err = unmarshalRow(row, ref.Key, &ref.ID); err != nil {
-				return nil, encoded{}, err
-			}
-		}
-	}
-	v, err := p.Sharing(origin)
-	if err != nil {
-		return nil, encoded{}, err
-	}
-	data, err := encode(v)
-	return v, data, err
-}
-
 // apply runs one mutation; put is m.Put encoded, unless m.Put shares
 // another row's manifest. It keeps the indexes of the key in step with
 // its rows: N names the null row, C holds the attributes of the first row
@@ -297,10 +223,18 @@ func apply(tx Txn, bid uint64, m meta.Mutation, put encoded) error {
 	}
 	headGone := false
 	remove := func(id meta.VersionID) error {
-		if err := tx.Delete(versionKey(bid, m.Key, id)); err != nil {
+		vk := versionKey(bid, m.Key, id)
+		row, err := tx.Get(vk)
+		if err == nil && row == nil {
+			err = fmt.Errorf("version %s: %w", id, meta.ErrNoSuchVersion)
+		}
+		if err != nil {
 			return err
 		}
-		if err := tx.Delete(manifestKey(bid, m.Key, id)); err != nil {
+		if err := release(tx, bid, m.Key, id, row); err != nil {
+			return err
+		}
+		if err := tx.Delete(vk); err != nil {
 			return err
 		}
 		if null != nil && *null == id {
@@ -319,13 +253,6 @@ func apply(tx Txn, bid uint64, m meta.Mutation, put encoded) error {
 		}
 	}
 	if !m.Delete.IsZero() {
-		row, err := tx.Get(versionKey(bid, m.Key, m.Delete))
-		if err != nil {
-			return err
-		}
-		if row == nil {
-			return fmt.Errorf("version %s: %w", m.Delete, meta.ErrNoSuchVersion)
-		}
 		if err := remove(m.Delete); err != nil {
 			return err
 		}
@@ -374,10 +301,8 @@ func putRow(tx Txn, bid uint64, p *meta.Version, data encoded, head *meta.Versio
 	if err := tx.Set(k, data.row); err != nil {
 		return err
 	}
-	if data.man != nil {
-		if err := tx.Set(manifestKey(bid, p.Key, p.ID), data.man); err != nil {
-			return err
-		}
+	if err := putManifest(tx, bid, p.Key, p.ID, data); err != nil {
+		return err
 	}
 	if !p.Null {
 		return nil
