@@ -151,7 +151,12 @@ func randomShares(t *testing.T, s meta.Store, b meta.Bucket, rng *rand.Rand) {
 			apply(fmt.Sprintf("%d: rename %s to %s", step, name(of), key),
 				meta.PutMutation(b, shareOf(key, of)), meta.Mutation{Key: of.Key, Delete: of.ID})
 		case op < 6: // a copy, in a versioned bucket a rename
+			before := entries(t, s, b)
 			apply(fmt.Sprintf("%d: share %s as %s", step, name(of), key), meta.PutMutation(b, shareOf(key, of)))
+			// A manifest kept apart is not copied: the new row names it.
+			if after := entries(t, s, b); len(of.Manifest) > 512 && after["M"] > before["M"] {
+				t.Fatalf("%d: sharing %s made %d M entries of %d", step, name(of), after["M"], before["M"])
+			}
 		case op < 7: // a chmod replacing the row it shares
 			m := meta.PutMutation(b, shareOf(of.Key, of))
 			if !of.Null || !m.DropNull {
@@ -172,10 +177,7 @@ func randomShares(t *testing.T, s meta.Store, b meta.Bucket, rng *rand.Rand) {
 	for _, m := range slices.Clone(markers) {
 		apply("remove marker "+name(m), meta.Mutation{Key: m.Key, Delete: m.ID})
 	}
-	n, err := kv.Entries(s, b.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := entries(t, s, b)
 	for space, count := range n {
 		if count > 0 {
 			t.Errorf("every row removed, %d entries left in %s: %v", count, space, n)
@@ -237,15 +239,21 @@ func TestShareRacesRemoval(t *testing.T) {
 				if err := kv.CheckIndexes(s, b.ID); err != nil {
 					t.Fatalf("round %d: %v", round, err)
 				}
-				n, err := kv.Entries(s, b.ID)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if n["M"]+n["S"]+n["H"] != 0 {
+				if n := entries(t, s, b); n["M"]+n["S"]+n["H"] != 0 {
 					t.Fatalf("round %d: entries left once every row is gone: %v", round, n)
 				}
 			}
 			t.Logf("%d of 30 shares committed", shared)
 		})
 	}
+}
+
+// entries counts the engine entries of b in each space.
+func entries(t *testing.T, s meta.Store, b meta.Bucket) map[string]int {
+	t.Helper()
+	n, err := kv.Entries(s, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
