@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stratafs/stratafs/internal/cputime"
+	"github.com/stratafs/stratafs/internal/gcpace"
 )
 
 // The servers the figures measure run in processes of their own (this
@@ -50,6 +51,9 @@ func runChild(kind string) {
 	dir := os.Getenv(childDirEnv)
 	*direct = os.Getenv(childDirectEnv) != ""
 	defer profile(os.Getenv(childProfileEnv), os.Getenv(childBlockEnv), os.Getenv(childMutexEnv))()
+	// Every server, stratafs or the loopbacks, paces its collector as
+	// stratafs serve and mount do.
+	defer gcpace.Start(gcpace.Headroom)()
 	if kind == "s3" {
 		serveS3(dir)
 	} else {

@@ -12,6 +12,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/stratafs/stratafs/internal/gcpace"
 )
 
 // A command is one subcommand of the stratafs binary.
@@ -133,10 +135,12 @@ func storeFlags(fs *flag.FlagSet, e *env) {
 // containers: every flag of it has an environment twin. The flags of
 // one-shot commands name what to act on (--version, --bucket) and have
 // none: a STRATAFS_VERSION left in the environment must never choose the
-// version rm deletes.
+// version rm deletes. A long-running command also paces the garbage
+// collector (gcpace).
 func configured(run func(context.Context, *env, []string) error) func(context.Context, *env, []string) error {
 	return func(ctx context.Context, e *env, args []string) error {
 		e.envTwins = true
+		defer gcpace.Start(gcpace.Headroom)()
 		return run(ctx, e, args)
 	}
 }
