@@ -11,10 +11,10 @@
 // the attributes of each key's first row (meta.VersionAttrs: the row
 // without its manifest) while that row is not a delete marker. A
 // manifest longer than manifestApart (a small file's bytes, a big file's
-// chunk list) is kept in an M entry beside its row, written and removed
-// with it: the V rows of a key then share a page, so a delete marker or
-// a rename does not rewrite the old row's bytes (manifest.go says what that
-// saved). Rows written whole before 2026-12-04 read as they are. A row
+// chunk list) is kept in an M entry beside its row, written with it: the
+// V rows of a key then share a page, so a delete marker or a rename does
+// not rewrite the old row's bytes (manifest.go says what that saved).
+// Rows written whole before 2026-12-04 read as they are. A row
 // that shares another's manifest (meta.Version.ManifestOf: a rename or a
 // chmod in the mount) reads that row's M entry through an S entry of its
 // own, and an H entry counts the rows reading an M entry when more than
