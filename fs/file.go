@@ -170,12 +170,13 @@ func (n *fileNode) refreshLocked(ctx context.Context) {
 // another process's write of the last entry timeout, as the kernel's
 // caches do; such a change then fails to commit rather than undo that
 // write. Such a change shares the bytes of the version it starts from by
-// naming it (meta.Version.ManifestOf), so a version from a page is
-// returned as it is, its attributes only: the store reads its manifest as
-// the change commits. Every other version is returned whole, so that one
-// the journal holds is never named: the journal knows a queued version
-// only while it is its key's head. A change of the bytes is not checked:
-// it asks the store.
+// naming it (meta.Version.ManifestOf), so a committed version, from a
+// page or the store, is returned with its attributes only: the store
+// reads its manifest as the change commits (a small file's bytes are
+// then neither read here nor copied there). A version the journal holds
+// is returned whole, so that it is never named: the journal knows a
+// queued version only while it is its key's head. A change of the bytes
+// is not checked: it asks the store for the whole version.
 func (n *fileNode) headLocked(ctx context.Context, checked bool) (*meta.Version, syscall.Errno) {
 	n.refreshLocked(ctx)
 	key, ok := n.path()
@@ -185,16 +186,25 @@ func (n *fileNode) headLocked(ctx context.Context, checked bool) (*meta.Version,
 		// The name may have been another file's, replaced by a rename
 		// that is still queued.
 		n.fsys.j.settle(key)
-		if checked {
-			if st, ok := n.fsys.peek(dirOf(key), key); ok && st.File != nil {
-				return st.File, 0
+		if !checked {
+			v, err := n.fsys.svc.Head(ctx, n.fsys.bucket, key, "")
+			if err != nil {
+				return nil, n.fsys.errno("stat "+key, err)
+			}
+			return v, 0
+		}
+		// A page that shows no file here may predate it: ask the store.
+		st, ok := n.fsys.peek(dirOf(key), key)
+		if !ok || st.File == nil {
+			var err error
+			if st, err = n.fsys.svc.Stat(ctx, n.fsys.bucket, key); err != nil {
+				return nil, n.fsys.errno("stat "+key, err)
 			}
 		}
-		v, err := n.fsys.svc.Head(ctx, n.fsys.bucket, key, "")
-		if err != nil {
-			return nil, n.fsys.errno("stat "+key, err)
+		if st.File == nil {
+			return nil, syscall.ENOENT
 		}
-		return v, 0
+		return st.File, 0
 	case v == nil:
 		return nil, syscall.ENOENT
 	}
