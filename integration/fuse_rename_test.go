@@ -14,11 +14,11 @@ import (
 )
 
 // TestFUSERenamedFilesOutliveTheirHistory renames small files twice and
-// changes their mode in the mount. A file put from outside is known to
-// the mount by its attributes only, so the rows this writes for it name
-// the row whose bytes they share, and read the entry the meta store keeps
-// beside that row, with no copy (a file the mount wrote itself is passed
-// whole). Then every version but the latest is removed, as S3's
+// changes their mode in the mount. For a committed file, such as one put
+// from outside, the rows this writes name the row whose bytes they share,
+// and read the entry the meta store keeps beside that row, with no copy
+// (a file the mount wrote and has not committed yet is passed whole).
+// Then every version but the latest is removed, as S3's
 // DeleteObject with a version id does, and the files read back whole,
 // through the object core and through .versions: the bytes go with the
 // last row that reads them, not with the row that wrote them. It fails
