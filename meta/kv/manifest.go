@@ -63,9 +63,17 @@ func manifestOf(tx Txn, bid uint64, key string, id meta.VersionID, row []byte) (
 	if !meta.IsApart(row) {
 		return nil, nil
 	}
+	_, man, err := homeManifest(tx, bid, key, id)
+	return man, err
+}
+
+// homeManifest returns the home of the row (key, id), which keeps its
+// manifest apart, and the home's M entry: the row's own, read first (most
+// rows are their own home), or the one its S entry names.
+func homeManifest(tx Txn, bid uint64, key string, id meta.VersionID) (*meta.RowRef, []byte, error) {
 	man, err := tx.Get(manifestKey(bid, key, id))
 	if err != nil || man != nil {
-		return man, err
+		return &meta.RowRef{Key: key, ID: id}, man, err
 	}
 	home, err := homeOf(tx, bid, key, id)
 	if err == nil && home != nil {
@@ -74,7 +82,7 @@ func manifestOf(tx Txn, bid uint64, key string, id meta.VersionID, row []byte) (
 	if err == nil && man == nil {
 		err = fmt.Errorf("%w: row %q@%s has no manifest", meta.ErrCorrupt, key, id)
 	}
-	return man, err
+	return home, man, err
 }
 
 // homeOf returns the home the row (key, id) shares, from its S entry; nil
@@ -111,17 +119,8 @@ func shared(tx Txn, bid uint64, p *meta.Version) (*meta.Version, encoded, error)
 	switch {
 	case row == nil: // Sharing says why that fails
 	case meta.IsApart(row): // a row with a manifest apart is no delete marker
-		if home, err = homeOf(tx, bid, ref.Key, ref.ID); err != nil {
-			return nil, encoded{}, err
-		}
-		if home == nil {
-			home = &meta.RowRef{Key: ref.Key, ID: ref.ID}
-		}
-		man, err := tx.Get(manifestKey(bid, home.Key, home.ID))
-		if err == nil && man == nil {
-			err = fmt.Errorf("%w: row %q@%s has no manifest", meta.ErrCorrupt, ref.Key, ref.ID)
-		}
-		if err != nil {
+		var man []byte
+		if home, man, err = homeManifest(tx, bid, ref.Key, ref.ID); err != nil {
 			return nil, encoded{}, err
 		}
 		// Read for its length only: the row is marked as keeping it apart.
