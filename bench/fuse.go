@@ -106,13 +106,12 @@ func fuseFigures(w *tabwriter.Writer, scratch string) {
 	// the other loopback beside it. run gets the round's number.
 	const loopback, served = 1, 3
 	every := func(base, rounds int, fig, unit, target string, run func(t *fuseTree, round int) float64) {
-		n := len(trees)
-		best := make([]float64, n)
-		cpu := make([]float64, n) // µs per unit of the best round
-		for r := range rounds {
-			for k := range n {
-				i := (k + r) % n
-				t := trees[i]
+		// A trial is a tree's round: its rate, and its server's CPU per
+		// unit of work.
+		type trial struct{ rate, cpu float64 }
+		runs := make([]func(int) trial, len(trees))
+		for i, t := range trees {
+			runs[i] = func(r int) trial {
 				// What the previous run left dirty is written back now,
 				// not during this one.
 				syscall.Sync()
@@ -121,14 +120,14 @@ func fuseFigures(w *tabwriter.Writer, scratch string) {
 					c0 = t.cpu()
 				}
 				start := time.Now()
-				if f := run(t, r); f > best[i] {
-					best[i] = f
-					if t.cpu != nil {
-						cpu[i] = float64((t.cpu() - c0).Microseconds()) / (f * time.Since(start).Seconds())
-					}
+				f := run(t, r)
+				if t.cpu == nil {
+					return trial{rate: f}
 				}
+				return trial{f, float64((t.cpu() - c0).Microseconds()) / (f * time.Since(start).Seconds())}
 			}
 		}
+		best := bestOf(rounds, func(t trial) float64 { return t.rate }, runs...)
 		// "files/s" is per file, "entries/s" per entry, "MiB/s" per MiB.
 		per := strings.TrimSuffix(unit, "/s")
 		if p, ok := strings.CutSuffix(per, "ies"); ok {
@@ -137,13 +136,13 @@ func fuseFigures(w *tabwriter.Writer, scratch string) {
 			per = strings.TrimSuffix(per, "s")
 		}
 		for i, t := range trees {
-			fmt.Fprintf(w, "fuse:%s\t%s\t%.0f\t%s\t\n", t.name, fig, best[i], unit)
+			fmt.Fprintf(w, "fuse:%s\t%s\t%.0f\t%s\t\n", t.name, fig, best[i].rate, unit)
 			if t.cpu != nil {
-				fmt.Fprintf(w, "fuse:%s\t%s: server CPU\t%.1f\tµs/%s\t\n", t.name, fig, cpu[i], per)
+				fmt.Fprintf(w, "fuse:%s\t%s: server CPU\t%.1f\tµs/%s\t\n", t.name, fig, best[i].cpu, per)
 			}
 		}
 		ratio := func(i int, label string) {
-			fmt.Fprintf(w, "fuse\t%s: stratafs ÷ %s\t%.2f\t×\t\n", fig, label, best[0]/best[i])
+			fmt.Fprintf(w, "fuse\t%s: stratafs ÷ %s\t%.2f\t×\t\n", fig, label, best[0].rate/best[i].rate)
 		}
 		if base == served {
 			ratio(served, "served loopback (target "+target+")")
