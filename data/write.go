@@ -122,6 +122,11 @@ func Write(ctx context.Context, s Store, r io.Reader, o WriteOptions) (*WriteRes
 	m := new(Manifest)
 	// Read a small body's bytes on their own first, so that it creates no
 	// chunk (and takes no chunk buffer).
+	if h, ok := r.(*Held); ok && h.off == 0 && len(h.b) <= o.InlineMax {
+		h.off = len(h.b)
+		m.Size, m.Inline = int64(len(h.b)), h.b
+		return &WriteResult{Manifest: m, Size: m.Size, Sum: o.Digest.sum(h.b)}, nil
+	}
 	if o.InlineMax >= 0 {
 		head := make([]byte, o.InlineMax+1)
 		n, err := fill(r, head)
@@ -166,6 +171,28 @@ func Write(ctx context.Context, s Store, r io.Reader, o WriteOptions) (*WriteRes
 		return nil, err
 	}
 	return &WriteResult{Manifest: m, Size: m.Size, Sum: sum}, nil
+}
+
+// Held is a body whose bytes are all in memory and are not changed once
+// it is passed to Write (a file the mount holds until it is closed).
+// Write keeps a small one's bytes in the manifest as they are, where it
+// copies those of any other reader: a 4 KiB file created in the mount
+// made 31 KB of garbage, 4.8 of it that copy.
+type Held struct {
+	b   []byte
+	off int
+}
+
+// NewHeld returns a Held body of b.
+func NewHeld(b []byte) *Held { return &Held{b: b} }
+
+func (h *Held) Read(p []byte) (int, error) {
+	if h.off == len(h.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, h.b[h.off:])
+	h.off += n
+	return n, nil
 }
 
 // A hasher feeds piece buffers, in order, to a hash (of a Digest) in

@@ -224,6 +224,48 @@ func TestWriteNeverInline(t *testing.T) {
 	}
 }
 
+// A Held body small enough is kept inline as it is, not copied; any other
+// is written as any reader is, and a Held body is read once.
+func TestWriteHeld(t *testing.T) {
+	ctx := context.Background()
+	for _, size := range []int{0, 1, data.DefaultInlineMax, data.DefaultInlineMax + 1, 3*testChunk + 17} {
+		for _, never := range []bool{false, true} {
+			s := newMem()
+			b := storetest.Random(uint64(size), size)
+			o := data.WriteOptions{ChunkSize: testChunk}
+			if never {
+				o.InlineMax = -1
+			}
+			h := data.NewHeld(b)
+			w, err := data.Write(ctx, s, h, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := md5.Sum(b)
+			if w.Size != int64(size) || !bytes.Equal(w.Sum, sum[:]) || !bytes.Equal(contents(t, s, w.Manifest), b) {
+				t.Fatalf("%d bytes, never inline %v: size %d, sum %x, or bytes wrong", size, never, w.Size, w.Sum)
+			}
+			inline := size > 0 && size <= data.DefaultInlineMax && !never
+			if got := len(w.Manifest.Inline) > 0 && &w.Manifest.Inline[0] == &b[0]; got != inline {
+				t.Fatalf("%d bytes, never inline %v: kept as they are %v, want %v", size, never, got, inline)
+			}
+			if n, err := h.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+				t.Fatalf("%d bytes: Held read again: %d, %v; want EOF", size, n, err)
+			}
+		}
+	}
+	// One already read from is read as any reader.
+	b := storetest.Random(7, 100)
+	h := data.NewHeld(b)
+	if _, err := h.Read(make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := data.Write(ctx, newMem(), h, data.WriteOptions{})
+	if err != nil || !bytes.Equal(w.Manifest.Inline, b[10:]) || &w.Manifest.Inline[0] == &b[10] {
+		t.Fatalf("Held read from: %v, inline %x; want a copy of the rest", err, w.Manifest.Inline)
+	}
+}
+
 // Write streams: a body far larger than memory allowances passes through a
 // few reused chunk buffers.
 func TestWriteMemory(t *testing.T) {

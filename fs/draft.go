@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -447,7 +446,8 @@ func (d *draft) readAtLocked(ctx context.Context, p []byte, off int64) (int, err
 // ranges written.
 func (d *draft) body() (io.Reader, error) {
 	if d.size == int64(len(d.held)) {
-		return bytes.NewReader(d.held), nil
+		// Held bytes are only ever appended to, and dropped once put.
+		return data.NewHeld(d.held), nil
 	}
 	stage, err := d.staging()
 	if err != nil {
