@@ -98,7 +98,7 @@ func (e *engine) Update(ctx context.Context, fn func(kv.Txn) error) error {
 		return err
 	}
 	c := &call{
-		fn:   func(tx *bbolt.Tx) error { return fn(txn{tx.Bucket(records)}) },
+		fn:   func(tx *bbolt.Tx) error { return fn(newTxn(tx)) },
 		done: make(chan error, 1),
 	}
 	e.mu.Lock()
@@ -176,7 +176,7 @@ func (e *engine) View(ctx context.Context, fn func(kv.Txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return e.db.View(func(tx *bbolt.Tx) error { return fn(txn{tx.Bucket(records)}) })
+	return e.db.View(func(tx *bbolt.Tx) error { return fn(newTxn(tx)) })
 }
 
 // Close stores the free-page list before it closes the file: commits do
@@ -192,13 +192,28 @@ func (e *engine) Close() error {
 	return errors.Join(err, e.db.Close())
 }
 
-type txn struct{ b *bbolt.Bucket }
+type txn struct {
+	b *bbolt.Bucket
+	// c serves Get: bbolt's own Get makes a cursor and grows its stack
+	// anew on every call. Seek repositions it whatever was changed since.
+	c *bbolt.Cursor
+}
 
-func (t txn) Get(k []byte) ([]byte, error) { return t.b.Get(k), nil }
-func (t txn) Set(k, v []byte) error        { return t.b.Put(k, v) }
-func (t txn) Delete(k []byte) error        { return t.b.Delete(k) }
+func newTxn(tx *bbolt.Tx) *txn {
+	b := tx.Bucket(records)
+	return &txn{b: b, c: b.Cursor()}
+}
 
-func (t txn) Scan(start, end []byte, fn func(k, v []byte) bool) error {
+func (t *txn) Get(k []byte) ([]byte, error) {
+	if key, v := t.c.Seek(k); bytes.Equal(key, k) {
+		return v, nil
+	}
+	return nil, nil
+}
+func (t *txn) Set(k, v []byte) error { return t.b.Put(k, v) }
+func (t *txn) Delete(k []byte) error { return t.b.Delete(k) }
+
+func (t *txn) Scan(start, end []byte, fn func(k, v []byte) bool) error {
 	c := t.b.Cursor()
 	for k, v := c.Seek(start); k != nil && bytes.Compare(k, end) < 0; k, v = c.Next() {
 		if !fn(k, v) {
