@@ -120,13 +120,13 @@ type WriteResult struct {
 func Write(ctx context.Context, s Store, r io.Reader, o WriteOptions) (*WriteResult, error) {
 	o = o.withDefaults()
 	m := new(Manifest)
-	// Read a small body's bytes on their own first, so that it creates no
-	// chunk (and takes no chunk buffer).
 	if h, ok := r.(*Held); ok && h.off == 0 && len(h.b) <= o.InlineMax {
 		h.off = len(h.b)
 		m.Size, m.Inline = int64(len(h.b)), h.b
 		return &WriteResult{Manifest: m, Size: m.Size, Sum: o.Digest.sum(h.b)}, nil
 	}
+	// Read a small body's bytes on their own first, so that it creates no
+	// chunk (and takes no chunk buffer).
 	if o.InlineMax >= 0 {
 		head := make([]byte, o.InlineMax+1)
 		n, err := fill(r, head)
