@@ -202,6 +202,23 @@ func IsApart(row []byte) bool {
 	return n > 0 && num == fieldManifest && typ == protowire.BytesType && len(rest) == n+1 && rest[n] == 0
 }
 
+// IsNullRow reports whether the stored row is a null version, without
+// decoding it: a store that removes a row learns so whether the key's
+// null row goes with it, and need not read an index of null rows.
+func IsNullRow(row []byte) (bool, error) {
+	null := false
+	err := fields(row, func(n protowire.Number, typ protowire.Type, x uint64, _ []byte) error {
+		if n == fieldNull && typ == protowire.VarintType {
+			null = x != 0 // the last one wins, as protobuf decodes it
+		}
+		return nil
+	})
+	if err != nil {
+		return false, corrupt("version", err)
+	}
+	return null, nil
+}
+
 // checkVersion holds the rules both directions enforce on a row.
 func checkVersion(v *Version) error {
 	if err := checkAttributes(v); err != nil {

@@ -84,6 +84,39 @@ func TestVersionAttrs(t *testing.T) {
 	}
 }
 
+func TestIsNullRow(t *testing.T) {
+	null := fullVersion() // null, and with a manifest long enough to keep apart
+	versioned := *null
+	versioned.Null = false
+	for _, c := range []struct {
+		v    *Version
+		want bool
+	}{{null, true}, {&versioned, false}} {
+		row, err := MarshalVersion(c.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		apart, err := MarshalVersionApart(c.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range [][]byte{row, apart} {
+			if got, err := IsNullRow(r); got != c.want || err != nil {
+				t.Errorf("IsNullRow(row of Null %v) = %v, %v", c.v.Null, got, err)
+			}
+		}
+	}
+	// The last of repeated fields wins, as protobuf decodes them.
+	row, _ := MarshalVersion(&versioned)
+	row = protowire.AppendVarint(protowire.AppendTag(row, fieldNull, protowire.VarintType), 1)
+	if got, err := IsNullRow(row); !got || err != nil {
+		t.Errorf("IsNullRow(row ending in null = 1) = %v, %v", got, err)
+	}
+	if _, err := IsNullRow([]byte{0x0a, 0x7f}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("IsNullRow(truncated row) = %v, want ErrCorrupt", err)
+	}
+}
+
 func TestManifestApart(t *testing.T) {
 	for _, v := range []*Version{
 		fullVersion(),

@@ -96,6 +96,8 @@ var scenarios = []struct {
 		[]step{put("a1"), setState(meta.Suspended), put("n1"), delNull}, "a1"},
 	{"suspended/removing a versioned row", meta.Enabled,
 		[]step{put("a1"), put("a2"), setState(meta.Suspended), delVersion("a2")}, "a1"},
+	{"suspended/a put after removing the null version", meta.Enabled,
+		[]step{put("a1"), setState(meta.Suspended), put("n1"), delVersion("n1"), put("n2")}, "n2 a1"},
 	{"suspended/removing the null marker undeletes", meta.Enabled,
 		[]step{put("a1"), setState(meta.Suspended), del("m1"), delNull}, "a1"},
 	{"suspended/then enabled keeps the null row", meta.Suspended,
