@@ -3,6 +3,7 @@ package fs
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // TestChangedSinceRemembersBoundedly: a journal tells the keys changed
@@ -29,5 +30,28 @@ func TestChangedSinceRemembersBoundedly(t *testing.T) {
 	}
 	if j.changedSince("d", j.seq) || !j.changedSince(fmt.Sprint("k", 2*maxTouched-1), j.seq-1) {
 		t.Error("the last changes are not told")
+	}
+}
+
+// TestLingerEndsUnderAStream: while changes keep coming, the committer's
+// linger ends all the same (at lingerMax), so a steady stream of changes
+// is committed in batches, not held back. The deadline is far beyond
+// lingerMax: the test fails only if linger waits as long as changes come.
+func TestLingerEndsUnderAStream(t *testing.T) {
+	j := &journal{wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1)}
+	done := make(chan struct{})
+	go func() { j.linger(); close(done) }()
+	tick := time.NewTicker(quiet / 10)
+	defer tick.Stop()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			signal(j.wake)
+		case <-deadline:
+			t.Fatal("linger did not end while changes kept coming")
+		}
 	}
 }
