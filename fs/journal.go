@@ -476,22 +476,28 @@ func (j *journal) run() {
 
 // linger waits for more changes to join the queue's (see lingerMax)
 // until none has come for quiet, lingerMax has passed, or somebody waits
-// or the batch is full.
+// or the batch is full. It looks at the queue every quiet rather than
+// listening for each change: waking the committer for every change cost
+// the changes a goroutine wake-up each.
 func (j *journal) linger() {
-	lull, limit := time.NewTimer(quiet), time.NewTimer(lingerMax)
+	lull := time.NewTimer(quiet)
 	defer lull.Stop()
-	defer limit.Stop()
-	for {
+	for waited := time.Duration(0); waited < lingerMax; waited += quiet {
+		j.mu.Lock()
+		seen := j.seq
+		j.mu.Unlock()
 		select {
-		case <-j.wake:
-			lull.Reset(quiet)
 		case <-lull.C:
-			return
-		case <-limit.C:
-			return
 		case <-j.hurry:
 			return
 		}
+		j.mu.Lock()
+		quietNow := j.seq == seen
+		j.mu.Unlock()
+		if quietNow {
+			return
+		}
+		lull.Reset(quiet)
 	}
 }
 

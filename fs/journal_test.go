@@ -38,7 +38,7 @@ func TestChangedSinceRemembersBoundedly(t *testing.T) {
 // is committed in batches, not held back. The deadline is far beyond
 // lingerMax: the test fails only if linger waits as long as changes come.
 func TestLingerEndsUnderAStream(t *testing.T) {
-	j := &journal{wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1)}
+	j := &journal{touched: map[string]uint64{}, hurry: make(chan struct{}, 1)}
 	done := make(chan struct{})
 	go func() { j.linger(); close(done) }()
 	tick := time.NewTicker(quiet / 10)
@@ -48,8 +48,10 @@ func TestLingerEndsUnderAStream(t *testing.T) {
 		select {
 		case <-done:
 			return
-		case <-tick.C:
-			signal(j.wake)
+		case <-tick.C: // a change
+			j.mu.Lock()
+			j.touchLocked([]string{"k"})
+			j.mu.Unlock()
 		case <-deadline:
 			t.Fatal("linger did not end while changes kept coming")
 		}
