@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"maps"
 	"syscall"
 	"time"
 
@@ -94,6 +95,23 @@ func setAttr(out *fuse.Attr, p meta.POSIX, size int64, ctime time.Time) {
 // stored: atime is not.
 func changesPOSIX(in *fuse.SetAttrIn) bool {
 	return in.Valid&(fuse.FATTR_MODE|fuse.FATTR_UID|fuse.FATTR_GID|fuse.FATTR_MTIME) != 0
+}
+
+// sameAttrs reports whether b shows what a shows. A change from a to b
+// is none and makes no version: an editor's fchmod to the mode its file
+// has, or chmod -R, cp -a and rsync over files that are already so.
+func sameAttrs(a, b object.Attrs) bool {
+	return samePOSIX(a.POSIX, b.POSIX) && a.Content == b.Content &&
+		maps.Equal(a.UserMeta, b.UserMeta) && a.StorageClass == b.StorageClass &&
+		maps.Equal(a.Checksums, b.Checksums) && a.Owner == b.Owner
+}
+
+func samePOSIX(p, q *meta.POSIX) bool {
+	if p == nil || q == nil {
+		return p == q
+	}
+	return p.Mode == q.Mode && p.UID == q.UID && p.GID == q.GID &&
+		p.Mtime.Equal(q.Mtime) && p.Symlink == q.Symlink
 }
 
 // setPOSIX applies the chmod, chown and utimes of a SETATTR to p.

@@ -150,7 +150,8 @@ func (n *dirNode) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.Se
 }
 
 // updateMarker queues a new version of the directory's marker with fn
-// applied to its attributes, creating the marker if there is none.
+// applied to its attributes, creating the marker if there is none; no
+// version if fn changes nothing.
 func (n *dirNode) updateMarker(ctx context.Context, op string, fn func(*object.Attrs) error) syscall.Errno {
 	ctx = context.WithoutCancel(ctx)
 	key, errno := n.prefix()
@@ -171,6 +172,9 @@ func (n *dirNode) updateMarker(ctx context.Context, op string, fn func(*object.A
 		a := n.fsys.attrsOf(nil, true)
 		if err := fn(&a); err != nil {
 			return n.fsys.errno(op+" "+key, err)
+		}
+		if sameAttrs(a, n.fsys.attrsOf(nil, true)) {
+			return 0 // what the directory shows without one
 		}
 		v, c, err = n.fsys.create(ctx, key, a, nil)
 	} else {

@@ -546,11 +546,15 @@ func (n *fileNode) updateLocked(ctx context.Context, op string, fn func(*object.
 // was: a file created and then given its mode and times (tar, cp -a,
 // rsync, a symlink's owner) makes one version, as if it had been written
 // with them. Otherwise the new version is queued, and returned with its
-// change; failed is as for queue.
+// change; failed is as for queue. If fn changes nothing, head is returned
+// as it is, with no change.
 func (f *fsys) update(ctx context.Context, last *change, head *meta.Version, dir bool, failed func(error), fn func(*object.Attrs) error) (*meta.Version, *change, error) {
 	a := f.attrsOf(head, dir)
 	if err := fn(&a); err != nil {
 		return nil, nil, err
+	}
+	if sameAttrs(a, f.attrsOf(head, dir)) {
+		return head, nil, nil
 	}
 	var v *meta.Version
 	folded, err := f.j.amend(last, func(p *object.Pending) (err error) {

@@ -521,6 +521,52 @@ func TestFUSEAttributes(t *testing.T) {
 		t.Errorf("open file: %d versions, latest %+v; want one with mode 0640 and the set mtime", len(vs), vs[0].POSIX)
 	}
 
+	// A change to what the file already has makes no version: an
+	// editor's save (vim: write, fsync, fchmod to the mode the file has,
+	// close) makes one, and so does a chmod -R, cp -a or rsync over files
+	// already so.
+	f.settle()
+	save, err := os.OpenFile(f.path("plain"), os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := save.Write([]byte("saved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := save.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := save.Chmod(0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := save.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.settle()
+	saved := f.head("plain")
+	if err := os.Chmod(f.path("plain"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(f.path("plain"), 42, 43); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(f.path("plain"), time.Time{}, saved.POSIX.Mtime); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(f.path("implicit"), 0o750); err != nil { // the default: no marker
+		t.Fatal(err)
+	}
+	f.settle()
+	if vs := f.versions("plain"); len(vs) != 5 || vs[0].ID != saved.ID {
+		t.Errorf("%d versions, want 5 (the 4 above and the save's)", len(vs))
+	}
+	if v := f.head("plain"); v.POSIX.Mode != syscall.S_IFREG|0o600 || v.Size != 5 {
+		t.Errorf("after the save: mode %o size %d, want 0600 and 5 bytes", v.POSIX.Mode, v.Size)
+	}
+	if _, err := f.svc.Head(f.ctx, "bkt", "implicit/", ""); !meta.IsNotFound(err) {
+		t.Errorf("chmod of an implicit directory to the mode it shows made a marker: %v", err)
+	}
+
 	// Directories keep theirs in the marker; mkdir writes it.
 	if err := os.Mkdir(f.path("d"), 0o711); err != nil {
 		t.Fatal(err)
@@ -556,6 +602,13 @@ func TestFUSEXattrsAreUserMetadata(t *testing.T) {
 	}
 	if got := f.head("k").UserMeta; got["shape"] != "round" || got["color"] != "red" {
 		t.Errorf("user metadata after setxattr: %v", got)
+	}
+	set := f.head("k")
+	if err := unix.Setxattr(p, "user.shape", []byte("round"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if v := f.head("k"); v.ID != set.ID {
+		t.Error("setxattr of the value an attribute has made a version")
 	}
 	fuseWantErrno(t, "setxattr XATTR_CREATE of an existing name", unix.Setxattr(p, "user.shape", []byte("x"), unix.XATTR_CREATE), syscall.EEXIST)
 	fuseWantErrno(t, "setxattr outside user.", unix.Setxattr(p, "trusted.x", []byte("x"), 0), syscall.ENOTSUP)
