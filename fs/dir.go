@@ -433,12 +433,18 @@ func (n *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	if errno != 0 {
 		return errno
 	}
+	del := func() syscall.Errno { return n.delete(ctx, "unlink", key) }
 	if ch := n.GetChild(name); ch != nil {
-		if f, ok := ch.Operations().(*fileNode); ok && f.uncommitted() {
-			return 0 // created here and never committed: nothing to delete
+		if f, ok := ch.Operations().(*fileNode); ok {
+			return f.detach(func() syscall.Errno {
+				if f.v == nil {
+					return 0 // created here and never committed: nothing to delete
+				}
+				return del()
+			})
 		}
 	}
-	return n.delete(ctx, "unlink", key)
+	return del()
 }
 
 // delete queues the DELETE of key.
@@ -552,7 +558,13 @@ func (n *dirNode) Rename(ctx context.Context, name string, newParent fusefs.Inod
 	case !ch.IsDir() && at.Dir:
 		return syscall.EISDIR
 	case !ch.IsDir():
-		return ch.Operations().(*fileNode).rename(ctx, src, dst)
+		rename := func() syscall.Errno { return ch.Operations().(*fileNode).rename(ctx, src, dst) }
+		if old := to.GetChild(newName); old != nil && old != ch {
+			if f, ok := old.Operations().(*fileNode); ok {
+				return f.detach(rename)
+			}
+		}
+		return rename()
 	case at.File != nil && !at.Dir:
 		return syscall.ENOTDIR
 	case at.Dir:

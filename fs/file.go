@@ -62,6 +62,33 @@ type fileNode struct {
 	// version the store never got.
 	failed atomic.Pointer[error]
 	stale  atomic.Bool
+	// detached says that an unlink or a rename over the file took its
+	// name: the bridge forgets the name only once Unlink or Rename has
+	// returned, and a release (sent after close(2) returns, and the only
+	// commit of a file closed empty) may come in between.
+	detached bool
+}
+
+// keyLocked returns the key the file is committed to: none once it is
+// detached or the bridge has forgotten it.
+func (n *fileNode) keyLocked() (string, bool) {
+	if n.detached {
+		return "", false
+	}
+	return n.path()
+}
+
+// detach takes the file's name away, after remove, which makes the
+// store forget it, has succeeded; remove runs with the file locked, so no
+// commit of it comes between.
+func (n *fileNode) detach(remove func() syscall.Errno) syscall.Errno {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if errno := remove(); errno != 0 {
+		return errno
+	}
+	n.detached = true
+	return 0
 }
 
 var (
@@ -144,7 +171,7 @@ func (n *fileNode) refreshLocked(ctx context.Context) {
 	if n.queuedLocked() || !n.stale.Swap(false) {
 		return
 	}
-	key, ok := n.path()
+	key, ok := n.keyLocked()
 	if !ok {
 		return
 	}
@@ -179,7 +206,7 @@ func (n *fileNode) refreshLocked(ctx context.Context) {
 // is not checked: it asks the store for the whole version.
 func (n *fileNode) headLocked(ctx context.Context, checked bool) (*meta.Version, syscall.Errno) {
 	n.refreshLocked(ctx)
-	key, ok := n.path()
+	key, ok := n.keyLocked()
 	v := n.v
 	switch {
 	case ok && !n.queuedLocked():
@@ -370,7 +397,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 // commitLocked queues d as the file's next version. An unlinked file has
 // no key any more: its bytes go with it, as on a local disk.
 func (n *fileNode) commitLocked(ctx context.Context, d *draft) syscall.Errno {
-	key, ok := n.path()
+	key, ok := n.keyLocked()
 	if !ok {
 		return 0
 	}
@@ -463,7 +490,7 @@ func (n *fileNode) release(ctx context.Context, d *draft) {
 		// version has.
 		n.cached = meta.VersionID{}
 	}
-	if key, ok := n.path(); ok && n.v == nil {
+	if key, ok := n.keyLocked(); ok && n.v == nil {
 		// A new file that never made it: the kernel must forget the
 		// name it was shown.
 		n.fsys.invalid(key)
@@ -514,7 +541,7 @@ func (n *fileNode) showLocked(head, v *meta.Version) {
 // (see fsys.update). A file unlinked while open has no key to write: as
 // on a local disk, only the inode changes (fchmod, futimens).
 func (n *fileNode) updateLocked(ctx context.Context, op string, fn func(*object.Attrs) error) syscall.Errno {
-	if _, ok := n.path(); !ok && n.v != nil {
+	if _, ok := n.keyLocked(); !ok && n.v != nil {
 		a := n.fsys.attrsOf(n.v, false)
 		if err := fn(&a); err != nil {
 			return n.fsys.errno(op+" "+n.v.Key, err)
@@ -569,14 +596,6 @@ func (f *fsys) update(ctx context.Context, last *change, head *meta.Version, dir
 		return err
 	})
 	return v, c, err
-}
-
-// uncommitted reports whether the file was created in the mount and has
-// no version yet.
-func (n *fileNode) uncommitted() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.v == nil
 }
 
 // unlisted reports whether the store may not list the file yet: it was
