@@ -55,6 +55,11 @@ type fileNode struct {
 	// an older version fills it with that version's bytes, so while one
 	// is open the cache is not trusted to hold the inode's version.
 	reading map[meta.VersionID]int
+	// bypassed says that a handle of the draft was opened past the page
+	// cache (while handles of a version were open, see Open): the
+	// draft's bytes are then not all in the cache, and those handles may
+	// have filled it with their version's since.
+	bypassed bool
 	// last is the file's last change queued in the journal.
 	last *change
 	// failed holds the error of a queued change of the file that failed,
@@ -372,7 +377,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 		if err != nil {
 			return nil, 0, n.fsys.errno("open", err)
 		}
-		n.draft = d
+		n.draft, n.bypassed = d, false
 	}
 	d := n.draft
 	if write && flags&syscall.O_TRUNC != 0 {
@@ -390,6 +395,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 		// Handles of a version are open: the draft's bytes and theirs
 		// must not meet in the page cache.
 		fl = fuse.FOPEN_DIRECT_IO
+		n.bypassed = true
 	}
 	return &draftHandle{n: n, d: d, write: write}, fl, 0
 }
@@ -411,7 +417,7 @@ func (n *fileNode) commitLocked(ctx context.Context, d *draft) syscall.Errno {
 	}
 	if v != nil {
 		n.v, n.cached = light(v), v.ID
-		if len(n.reading) > 0 { // of older versions
+		if len(n.reading) > 0 || n.bypassed { // see bypassed
 			n.cached = meta.VersionID{}
 		}
 	}

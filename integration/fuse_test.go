@@ -966,6 +966,45 @@ func TestFUSEVersionsOfOneInodeShareNoPages(t *testing.T) {
 	check(open(), v3, "a handle opened once the older ones were closed")
 }
 
+// TestFUSEReaderClosedDuringARewrite: a handle opened before a rewrite
+// reads its version into the page cache while the writer, which reads
+// and writes past the cache, rewrites the file, and is closed first. The
+// writer's bytes never went through the cache, so its close cannot vouch
+// for what the cache holds: a handle opened afterwards reads the new
+// version, not the pages the old handle left.
+func TestFUSEReaderClosedDuringARewrite(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{})
+	v1, v2 := fuseRandom(3*fuseChunk), fuseRandom(3*fuseChunk)
+	f.write("k", v1)
+	r, err := os.Open(f.path("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w, err := os.OpenFile(f.path("k"), os.O_RDWR|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Write(v2); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(r); err != nil || !bytes.Equal(got, v1) {
+		t.Fatalf("the handle opened before the rewrite read %d bytes (%v), not its version's", len(got), err)
+	}
+	r.Close()
+	// The kernel releases r after close(2) has returned, in the
+	// background; the mistake showed only when that came before the
+	// writer's close.
+	time.Sleep(50 * time.Millisecond)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.read("k"); !bytes.Equal(got, v2) {
+		t.Errorf("a handle opened after the rewrite read %d bytes, not its version's (the old one's: %t)", len(got), bytes.Equal(got, v1))
+	}
+}
+
 // TestFUSEHandleOpenedBeforeTheWritersRelease: the kernel sends the
 // release of a written file after close(2) has returned (and not at all
 // while a duplicate of the descriptor is open), so a handle opened just
