@@ -159,13 +159,20 @@ func (d *draft) close() error {
 	return d.stage.Close()
 }
 
-// writeAt writes p at off. key names the file, for a stream to start;
-// ok is false when it has none (the file was unlinked).
-func (d *draft) writeAt(p []byte, off int64, key func() (string, bool)) error {
+// atEnd, as the offset of a write, is where the file ends (O_APPEND).
+const atEnd = -1
+
+// writeAt writes p at off, or at the end if off is atEnd, and returns
+// where it wrote. key names the file, for a stream to start; ok is false
+// when it has none (the file was unlinked).
+func (d *draft) writeAt(p []byte, off int64, key func() (string, bool)) (int64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.broken != nil {
-		return d.broken
+		return 0, d.broken
+	}
+	if off == atEnd {
+		off = d.size
 	}
 	// A file written from its start in order is held while it is small,
 	// then streamed.
@@ -177,25 +184,25 @@ func (d *draft) writeAt(p []byte, off int64, key func() (string, bool)) error {
 	case fromStart && d.startStream(key), d.stream != nil && off == d.stream.n:
 		if err := d.stream.write(p); err != nil {
 			d.broken = err
-			return err
+			return 0, err
 		}
 	default:
 		if err := d.unstream(); err != nil {
-			return err
+			return 0, err
 		}
 		stage, err := d.staging()
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if _, err := stage.WriteAt(p, off); err != nil {
-			return err
+			return 0, err
 		}
 		d.dirty.add(off, int64(len(p)))
 	}
 	d.size = max(d.size, off+int64(len(p)))
 	d.wrote = true
 	d.touch()
-	return nil
+	return off, nil
 }
 
 // startStream starts streaming the file, the bytes held so far first,
@@ -383,6 +390,13 @@ func (d *draft) userMeta() map[string]string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.attrs.UserMeta
+}
+
+// length returns the file's size as written so far.
+func (d *draft) length() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.size
 }
 
 // attr fills out with the file's attributes as written so far.

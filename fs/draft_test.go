@@ -55,7 +55,7 @@ func TestAStreamTooOldIsStaged(t *testing.T) {
 	body := bytes.Repeat([]byte("0123456789abcdef"), 20000) // 320,000 bytes: several chunks
 	half := len(body) / 2
 	for off := 0; off < half; off += 1000 {
-		if err := d.writeAt(body[off:off+1000], int64(off), key); err != nil {
+		if _, err := d.writeAt(body[off:off+1000], int64(off), key); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -69,7 +69,7 @@ func TestAStreamTooOldIsStaged(t *testing.T) {
 	}
 	d.spillOld(s) // a stream already ended: nothing to do
 	for off := half; off < len(body); off += 1000 {
-		if err := d.writeAt(body[off:off+1000], int64(off), key); err != nil {
+		if _, err := d.writeAt(body[off:off+1000], int64(off), key); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -133,7 +133,7 @@ func TestSmallFilesAreHeld(t *testing.T) {
 		defer d.close()
 		want := body[:tc.size]
 		for off := 0; off < len(want); off += 1000 {
-			if err := d.writeAt(want[off:min(off+1000, len(want))], int64(off), key); err != nil {
+			if _, err := d.writeAt(want[off:min(off+1000, len(want))], int64(off), key); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -179,7 +179,7 @@ func TestSmallBaseReadLazily(t *testing.T) {
 		if held := d.baseR != nil; held != tc.chunked {
 			t.Fatalf("%s: base reader made at once: %v, want %v", tc.name, held, tc.chunked)
 		}
-		if err := d.writeAt([]byte("!"), 10, key); err != nil {
+		if _, err := d.writeAt([]byte("!"), 10, key); err != nil {
 			t.Fatal(err)
 		}
 		want := bytes.Clone(body)

@@ -55,11 +55,13 @@ type fileNode struct {
 	// an older version fills it with that version's bytes, so while one
 	// is open the cache is not trusted to hold the inode's version.
 	reading map[meta.VersionID]int
-	// bypassed says that a handle of the draft was opened past the page
-	// cache (while handles of a version were open, see Open): the
-	// draft's bytes are then not all in the cache, and those handles may
-	// have filled it with their version's since.
-	bypassed bool
+	// untrusted says that the page cache may not hold the draft's bytes
+	// when it commits: a handle of the draft was opened past the cache
+	// (while handles of a version were open, see Open), and those
+	// handles may have filled it with their version's since; or the
+	// kernel wrote an append where the file no longer ends (see
+	// misplaced).
+	untrusted bool
 	// last is the file's last change queued in the journal.
 	last *change
 	// failed holds the error of a queued change of the file that failed,
@@ -377,7 +379,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 		if err != nil {
 			return nil, 0, n.fsys.errno("open", err)
 		}
-		n.draft, n.bypassed = d, false
+		n.draft, n.untrusted = d, false
 	}
 	d := n.draft
 	if write && flags&syscall.O_TRUNC != 0 {
@@ -395,9 +397,9 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 		// Handles of a version are open: the draft's bytes and theirs
 		// must not meet in the page cache.
 		fl = fuse.FOPEN_DIRECT_IO
-		n.bypassed = true
+		n.untrusted = true
 	}
-	return &draftHandle{n: n, d: d, write: write}, fl, 0
+	return &draftHandle{n: n, d: d, write: write, append: write && flags&syscall.O_APPEND != 0}, fl, 0
 }
 
 // commitLocked queues d as the file's next version. An unlinked file has
@@ -417,11 +419,45 @@ func (n *fileNode) commitLocked(ctx context.Context, d *draft) syscall.Errno {
 	}
 	if v != nil {
 		n.v, n.cached = light(v), v.ID
-		if len(n.reading) > 0 || n.bypassed { // see bypassed
+		if len(n.reading) > 0 || n.untrusted {
 			n.cached = meta.VersionID{}
 		}
 	}
 	return 0
+}
+
+// shortRead is told that a read handle's version ends at size, within
+// the range the kernel asked it for. The kernel keeps one size per inode
+// and takes a read that comes up short for the end of the file: if the
+// file has grown since the handle opened, the kernel now believes it
+// shorter than it is, and would show it so and append at that end (see
+// misplaced). It is told to ask for the attributes and pages again.
+func (n *fileNode) shortRead(size int64) {
+	n.mu.Lock()
+	grown := n.draft != nil && n.draft.length() > size || n.v != nil && n.v.Size > size
+	n.mu.Unlock()
+	if grown {
+		n.recheck()
+	}
+}
+
+// misplaced is told that the kernel sent an append to an offset where the
+// file does not end (it believed the file shorter, see shortRead): the
+// bytes went to the end, but the kernel's cached pages and size are
+// wrong. It is told to ask for them again, and the draft's commit does
+// not vouch for the cache.
+func (n *fileNode) misplaced() {
+	n.mu.Lock()
+	n.untrusted, n.cached = true, meta.VersionID{}
+	n.mu.Unlock()
+	n.recheck()
+}
+
+// recheck makes the kernel drop the file's cached attributes and pages,
+// from a goroutine of its own: the kernel may hold a page the request
+// being answered reads or writes, and waits for the answer first.
+func (n *fileNode) recheck() {
+	go n.NotifyContent(0, 0)
 }
 
 // closed records that a read handle of version id was released. A handle
@@ -673,6 +709,9 @@ var (
 // Read answers with the chunk file when the bytes lie in one local chunk
 // (spliced to the kernel, no copy here), else copies them.
 func (h *readHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if h.n != nil && off+int64(len(dest)) > h.r.Size() {
+		h.n.shortRead(h.r.Size())
+	}
 	if off < h.r.Size() {
 		if res := h.files.read(h.r.ReaderAt, off, len(dest)); res != nil {
 			return res, 0
@@ -709,6 +748,9 @@ type draftHandle struct {
 	n     *fileNode
 	d     *draft
 	write bool
+	// append says that every write goes to the end of the file
+	// (O_APPEND), wherever the kernel thinks that is.
+	append bool
 }
 
 var (
@@ -728,8 +770,16 @@ func (h *draftHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 }
 
 func (h *draftHandle) Write(ctx context.Context, p []byte, off int64) (uint32, syscall.Errno) {
-	if err := h.d.writeAt(p, off, h.n.path); err != nil {
+	at := off
+	if h.append {
+		at = atEnd
+	}
+	at, err := h.d.writeAt(p, at, h.n.path)
+	if err != nil {
 		return 0, h.n.fsys.errno("write", err)
+	}
+	if at != off {
+		h.n.misplaced()
 	}
 	return uint32(len(p)), 0
 }

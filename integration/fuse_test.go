@@ -1045,6 +1045,53 @@ func TestFUSEHandleOpenedBeforeTheWritersRelease(t *testing.T) {
 	}
 }
 
+// TestFUSEAppendWhileAnOlderHandleReads: a handle opened before an append
+// reads its own, shorter version, and the kernel takes its short read for
+// the end of the file, whose size it keeps one of per inode. The mount
+// tells the kernel to ask for the size again, and an O_APPEND write goes
+// to the end of the file whatever offset the kernel sends it with: lines
+// appended by a shell (echo >> log) while another process reads the log
+// are never lost.
+func TestFUSEAppendWhileAnOlderHandleReads(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{})
+	f.write("log", []byte("1\n"))
+	r, err := os.Open(f.path("log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	appendLine := func(line string) {
+		t.Helper()
+		w, err := os.OpenFile(f.path("log"), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.WriteString(line); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendLine("2\n")
+	if got, err := io.ReadAll(r); err != nil || string(got) != "1\n" {
+		t.Fatalf("the handle opened before the append read %q (%v)", got, err)
+	}
+	appendLine("3\n")
+	fuseEventually(t, "the size the kernel shows", func() error {
+		if fi, err := os.Stat(f.path("log")); err != nil || fi.Size() != 6 {
+			return fmt.Errorf("stat: %v, %v; want 6 bytes", fi.Size(), err)
+		}
+		return nil
+	})
+	if got := f.read("log"); string(got) != "1\n2\n3\n" {
+		t.Errorf("the mount reads %q", got)
+	}
+	if got := f.stored("log"); string(got) != "1\n2\n3\n" {
+		t.Errorf("the store holds %q", got)
+	}
+}
+
 func TestFUSEFailedCommitFailsTheFsync(t *testing.T) {
 	f := newFUSEMount(t, fs.Options{})
 	file, err := os.Create(f.path("doomed"))
