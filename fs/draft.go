@@ -392,6 +392,17 @@ func (d *draft) userMeta() map[string]string {
 	return d.attrs.UserMeta
 }
 
+// extends reports whether the draft only adds bytes past the end of its
+// base, version id.
+func (d *draft) extends(id meta.VersionID) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.base == nil || d.base.ID != id || d.keep < d.base.Size || d.size < d.base.Size {
+		return false
+	}
+	return len(d.dirty) == 0 || d.dirty[0].Off >= d.base.Size
+}
+
 // length returns the file's size as written so far.
 func (d *draft) length() int64 {
 	d.mu.Lock()

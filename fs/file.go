@@ -62,6 +62,12 @@ type fileNode struct {
 	// kernel wrote an append where the file no longer ends (see
 	// misplaced).
 	untrusted bool
+	// grownFrom and grownTo say that each version of the file committed
+	// here from grownFrom to grownTo, the last one committed, only added
+	// bytes to the end of the one before: a read handle of any of them
+	// may go on reading past its end from grownTo (see
+	// readHandle.reader), as a reader of a local file sees appends.
+	grownFrom, grownTo meta.VersionID
 	// last is the file's last change queued in the journal.
 	last *change
 	// failed holds the error of a queued change of the file that failed,
@@ -409,6 +415,7 @@ func (n *fileNode) commitLocked(ctx context.Context, d *draft) syscall.Errno {
 	if !ok {
 		return 0
 	}
+	grows := n.v != nil && d.extends(n.v.ID)
 	v, c, err := d.commit(ctx, key, n.last, n.fail)
 	if err != nil {
 		n.fsys.log.Error("stratafs: commit failed", "bucket", n.fsys.bucket, "key", key, "err", err)
@@ -418,12 +425,45 @@ func (n *fileNode) commitLocked(ctx context.Context, d *draft) syscall.Errno {
 		n.last = c
 	}
 	if v != nil {
+		switch {
+		case grows && n.grownTo == n.v.ID:
+			n.grownTo = v.ID
+		case grows:
+			n.grownFrom, n.grownTo = n.v.ID, v.ID
+		default:
+			n.grownFrom, n.grownTo = v.ID, v.ID
+		}
 		n.v, n.cached = light(v), v.ID
 		if len(n.reading) > 0 || n.untrusted {
 			n.cached = meta.VersionID{}
 		}
 	}
 	return 0
+}
+
+// follow returns the file's latest version and a reader of it if a read
+// handle of version old may go on to it: the file has only grown since
+// old (see grownFrom). The handle is then counted as reading it.
+func (n *fileNode) follow(ctx context.Context, old *meta.Version) (*meta.Version, *object.Reader) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.v == nil || n.v.ID == old.ID || n.grownTo != n.v.ID ||
+		old.ID.Compare(n.grownFrom) > 0 || n.grownTo.Compare(old.ID) > 0 { // ids sort newest first
+		return nil, nil
+	}
+	w, err := n.fsys.whole(ctx, n.v)
+	if err != nil {
+		return nil, nil
+	}
+	r, err := n.fsys.svc.ReaderAt(ctx, w)
+	if err != nil {
+		return nil, nil
+	}
+	if n.reading[old.ID]--; n.reading[old.ID] <= 0 {
+		delete(n.reading, old.ID)
+	}
+	n.reading[n.v.ID]++
+	return n.v, r
 }
 
 // shortRead is told that a read handle's version ends at size, within
@@ -689,12 +729,16 @@ func (n *fileNode) updateUserMeta(ctx context.Context, fn func(map[string]string
 	})
 }
 
-// A readHandle reads one version, whatever is committed after it opened.
+// A readHandle reads one version, whatever is committed after it opened,
+// save appends made in the mount (see reader).
 type readHandle struct {
 	fsys *fsys
 	n    *fileNode // the file of the live tree read; nil for .versions
+
+	mu   sync.Mutex
 	v    *meta.Version
-	r    *object.Reader // holds v's chunks until Release
+	r    *object.Reader   // holds v's chunks until Release
+	past []*object.Reader // of the versions read before v, until Release
 	// files holds the chunk files reads within one chunk are spliced
 	// from.
 	files chunkFiles
@@ -709,26 +753,50 @@ var (
 // Read answers with the chunk file when the bytes lie in one local chunk
 // (spliced to the kernel, no copy here), else copies them.
 func (h *readHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	if h.n != nil && off+int64(len(dest)) > h.r.Size() {
-		h.n.shortRead(h.r.Size())
-	}
-	if off < h.r.Size() {
-		if res := h.files.read(h.r.ReaderAt, off, len(dest)); res != nil {
+	v, r := h.reader(ctx, off+int64(len(dest)))
+	if off < r.Size() {
+		if res := h.files.read(r.ReaderAt, off, len(dest)); res != nil {
 			return res, 0
 		}
 	}
-	n, err := h.r.ReadAt(ctx, dest, off)
+	n, err := r.ReadAt(ctx, dest, off)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, h.fsys.errno(fmt.Sprintf("read %s@%s", h.v.Key, h.v.WireID()), err)
+		return nil, h.fsys.errno(fmt.Sprintf("read %s@%s", v.Key, v.WireID()), err)
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
+// reader returns the version a read that ends at end reads, and its
+// reader: the handle's, unless that version ends before end and the file
+// has only grown since in the mount (see fileNode.grownFrom). The handle
+// then reads the newest version from on: its bytes start with the ones
+// the handle read, so 'tail -f' follows a log that 'echo >> log'
+// appends to. A file rewritten any other way keeps its older handles on
+// their version.
+func (h *readHandle) reader(ctx context.Context, end int64) (*meta.Version, *object.Reader) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == nil || end <= h.r.Size() {
+		return h.v, h.r
+	}
+	if v, r := h.n.follow(ctx, h.v); r != nil {
+		h.past = append(h.past, h.r) // reads in flight may still use it
+		h.v, h.r = v, r
+	} else {
+		h.n.shortRead(h.r.Size())
+	}
+	return h.v, h.r
+}
+
 // Release closes the chunk files the handle opened and lets the
-// collector have the version's chunks.
+// collector have the versions' chunks.
 func (h *readHandle) Release(ctx context.Context) syscall.Errno {
 	h.files.close()
-	h.r.Close()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range append(h.past, h.r) {
+		r.Close()
+	}
 	if h.n != nil {
 		h.n.closed(h.v.ID)
 	}

@@ -1045,13 +1045,27 @@ func TestFUSEHandleOpenedBeforeTheWritersRelease(t *testing.T) {
 	}
 }
 
-// TestFUSEAppendWhileAnOlderHandleReads: a handle opened before an append
+// appendLine appends line to name in the mount as a shell's >> does: an
+// open with O_APPEND, one write, a close.
+func (f *fuseMount) appendLine(name, line string) {
+	f.t.Helper()
+	w, err := os.OpenFile(f.path(name), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := w.WriteString(line); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// TestFUSEAppendWhileAnOlderHandleReads: a handle opened before a rewrite
 // reads its own, shorter version, and the kernel takes its short read for
 // the end of the file, whose size it keeps one of per inode. The mount
 // tells the kernel to ask for the size again, and an O_APPEND write goes
-// to the end of the file whatever offset the kernel sends it with: lines
-// appended by a shell (echo >> log) while another process reads the log
-// are never lost.
+// to the end of the file whatever offset the kernel sends it with.
 func TestFUSEAppendWhileAnOlderHandleReads(t *testing.T) {
 	f := newFUSEMount(t, fs.Options{})
 	f.write("log", []byte("1\n"))
@@ -1060,24 +1074,11 @@ func TestFUSEAppendWhileAnOlderHandleReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	appendLine := func(line string) {
-		t.Helper()
-		w, err := os.OpenFile(f.path("log"), os.O_WRONLY|os.O_APPEND, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.WriteString(line); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	appendLine("2\n")
+	f.write("log", []byte("1\n2\n")) // a rewrite, not an append
 	if got, err := io.ReadAll(r); err != nil || string(got) != "1\n" {
-		t.Fatalf("the handle opened before the append read %q (%v)", got, err)
+		t.Fatalf("the handle opened before the rewrite read %q (%v)", got, err)
 	}
-	appendLine("3\n")
+	f.appendLine("log", "3\n")
 	fuseEventually(t, "the size the kernel shows", func() error {
 		if fi, err := os.Stat(f.path("log")); err != nil || fi.Size() != 6 {
 			return fmt.Errorf("stat: %v, %v; want 6 bytes", fi.Size(), err)
@@ -1090,6 +1091,72 @@ func TestFUSEAppendWhileAnOlderHandleReads(t *testing.T) {
 	if got := f.stored("log"); string(got) != "1\n2\n3\n" {
 		t.Errorf("the store holds %q", got)
 	}
+}
+
+// TestFUSEReaderFollowsAppends: a handle that has read to the end of a
+// file reads what is appended to it in the mount afterwards, as on a local
+// disk; once the file is rewritten otherwise, it stays on the last
+// version it followed. tail -f follows a log appended to with >>.
+func TestFUSEReaderFollowsAppends(t *testing.T) {
+	f := newFUSEMount(t, fs.Options{})
+	f.write("log", []byte("1\n"))
+	r, err := os.Open(f.path("log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	next := func(want string) {
+		t.Helper()
+		if got, err := io.ReadAll(r); err != nil || string(got) != want {
+			t.Fatalf("the reader read %q (%v), want %q", got, err, want)
+		}
+	}
+	next("1\n")
+	f.appendLine("log", "2\n")
+	next("2\n")
+	f.appendLine("log", "3\n")
+	f.appendLine("log", "4\n")
+	next("3\n4\n")
+	f.write("log", []byte("rewritten, longer than before\n"))
+	next("")
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	next("1\n2\n3\n4\n")
+
+	tail := fuseTool(t, "tail")
+	out := filepath.Join(t.TempDir(), "out")
+	o, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	f.write("tailed", []byte("0\n"))
+	cmd := exec.Command(tail, "-f", "-s", "0.05", f.path("tailed"))
+	cmd.Stdout = o
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var want strings.Builder
+	want.WriteString("0\n")
+	fuseEventually(t, "tail -f's first line", func() error {
+		if b, _ := os.ReadFile(out); string(b) != want.String() {
+			return fmt.Errorf("tail -f wrote %q", b)
+		}
+		return nil
+	})
+	for i := range 50 {
+		line := fmt.Sprintf("%d\n", i+1)
+		f.appendLine("tailed", line)
+		want.WriteString(line)
+	}
+	fuseEventually(t, "tail -f's lines", func() error {
+		if b, _ := os.ReadFile(out); string(b) != want.String() {
+			return fmt.Errorf("tail -f wrote %q, want %q", b, want.String())
+		}
+		return nil
+	})
 }
 
 func TestFUSEFailedCommitFailsTheFsync(t *testing.T) {
