@@ -90,25 +90,19 @@ func wantBody(t *testing.T, f *fsys, key, want string) {
 	}
 }
 
-func TestReleaseAfterUnlinkOfANewFile(t *testing.T) {
-	f, _, d := newListedDir(t, 1)
-	h := emptied(t, d, "config.lock")
-	if errno := d.Unlink(t.Context(), "config.lock"); errno != 0 {
-		t.Fatal(errno)
+func TestReleaseAfterUnlink(t *testing.T) {
+	for _, committed := range []bool{false, true} { // a new file; one truncated
+		f, _, d := newListedDir(t, 1)
+		if committed {
+			putFile(t, f, d, "config.lock", "old lines")
+		}
+		h := emptied(t, d, "config.lock")
+		if errno := d.Unlink(t.Context(), "config.lock"); errno != 0 {
+			t.Fatal(errno)
+		}
+		h.Release(t.Context())
+		wantBody(t, f, "d/config.lock", "")
 	}
-	h.Release(t.Context())
-	wantBody(t, f, "d/config.lock", "")
-}
-
-func TestReleaseAfterUnlinkOfATruncatedFile(t *testing.T) {
-	f, _, d := newListedDir(t, 1)
-	putFile(t, f, d, "log", "old lines")
-	h := emptied(t, d, "log")
-	if errno := d.Unlink(t.Context(), "log"); errno != 0 {
-		t.Fatal(errno)
-	}
-	h.Release(t.Context())
-	wantBody(t, f, "d/log", "")
 }
 
 func TestReleaseAfterRenameOverTheFile(t *testing.T) {

@@ -350,11 +350,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 		if n.v == nil {
 			return nil, 0, syscall.ENOENT
 		}
-		v, err := n.fsys.whole(ctx, n.v)
-		if err != nil {
-			return nil, 0, n.fsys.errno("open", err)
-		}
-		r, err := n.fsys.svc.ReaderAt(ctx, v)
+		r, err := n.readerLocked(ctx)
 		if err != nil {
 			return nil, 0, n.fsys.errno("open", err)
 		}
@@ -370,10 +366,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 		default: // the kernel drops the cached pages at this open
 			n.cached = n.v.ID
 		}
-		if n.reading == nil {
-			n.reading = map[meta.VersionID]int{}
-		}
-		n.reading[n.v.ID]++
+		n.readLocked(n.v.ID)
 		return &readHandle{fsys: n.fsys, n: n, v: n.v, r: r}, fl, 0
 	}
 	if n.draft == nil {
@@ -451,19 +444,38 @@ func (n *fileNode) follow(ctx context.Context, old *meta.Version) (*meta.Version
 		old.ID.Compare(n.grownFrom) > 0 || n.grownTo.Compare(old.ID) > 0 { // ids sort newest first
 		return nil, nil
 	}
-	w, err := n.fsys.whole(ctx, n.v)
+	r, err := n.readerLocked(ctx)
 	if err != nil {
 		return nil, nil
 	}
-	r, err := n.fsys.svc.ReaderAt(ctx, w)
-	if err != nil {
-		return nil, nil
-	}
-	if n.reading[old.ID]--; n.reading[old.ID] <= 0 {
-		delete(n.reading, old.ID)
-	}
-	n.reading[n.v.ID]++
+	n.unreadLocked(old.ID)
+	n.readLocked(n.v.ID)
 	return n.v, r
+}
+
+// readerLocked returns a reader of the inode's version, which holds its
+// chunks against the collector until it is closed.
+func (n *fileNode) readerLocked(ctx context.Context) (*object.Reader, error) {
+	v, err := n.fsys.whole(ctx, n.v)
+	if err != nil {
+		return nil, err
+	}
+	return n.fsys.svc.ReaderAt(ctx, v)
+}
+
+// readLocked counts one more read handle of version id; unreadLocked one
+// fewer.
+func (n *fileNode) readLocked(id meta.VersionID) {
+	if n.reading == nil {
+		n.reading = map[meta.VersionID]int{}
+	}
+	n.reading[id]++
+}
+
+func (n *fileNode) unreadLocked(id meta.VersionID) {
+	if n.reading[id]--; n.reading[id] <= 0 {
+		delete(n.reading, id)
+	}
 }
 
 // shortRead is told that a read handle's version ends at size, within
@@ -507,9 +519,7 @@ func (n *fileNode) recheck() {
 func (n *fileNode) closed(id meta.VersionID) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.reading[id]--; n.reading[id] <= 0 {
-		delete(n.reading, id)
-	}
+	n.unreadLocked(id)
 	if id != n.cached {
 		n.cached = meta.VersionID{}
 	}

@@ -122,6 +122,22 @@ func (f *fuseMount) write(name string, b []byte) {
 	}
 }
 
+// appendLine appends line to name in the mount as a shell's >> does: an
+// open with O_APPEND, one write, a close.
+func (f *fuseMount) appendLine(name, line string) {
+	f.t.Helper()
+	w, err := os.OpenFile(f.path(name), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := w.WriteString(line); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 func (f *fuseMount) put(key string, b []byte) *meta.Version {
 	f.t.Helper()
 	v, err := f.svc.Put(f.ctx, "bkt", key, bytes.NewReader(b), object.PutOptions{Size: int64(len(b))})
@@ -362,16 +378,7 @@ func TestFUSEWritesMakeOneVersionPerClose(t *testing.T) {
 	}
 
 	// Append through O_APPEND.
-	file, err = os.OpenFile(f.path("new"), os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := file.Write([]byte(", world")); err != nil {
-		t.Fatal(err)
-	}
-	if err := file.Close(); err != nil {
-		t.Fatal(err)
-	}
+	f.appendLine("new", ", world")
 	if got := f.read("new"); string(got) != "hello, world" {
 		t.Errorf("after append: %q", got)
 	}
@@ -1042,22 +1049,6 @@ func TestFUSEHandleOpenedBeforeTheWritersRelease(t *testing.T) {
 	}
 	if got := f.read("k"); !bytes.Equal(got, v2) {
 		t.Errorf("a new handle read %d bytes, not v2's", len(got))
-	}
-}
-
-// appendLine appends line to name in the mount as a shell's >> does: an
-// open with O_APPEND, one write, a close.
-func (f *fuseMount) appendLine(name, line string) {
-	f.t.Helper()
-	w, err := os.OpenFile(f.path(name), os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if _, err := w.WriteString(line); err != nil {
-		f.t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		f.t.Fatal(err)
 	}
 }
 
